@@ -1,0 +1,48 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Every target bootstraps what it
+# needs: uv (into .airwave/bootstrap when it is not on PATH), the locked virtualenv (.venv), and a
+# private PostgreSQL under .airwave/ when AIRWAVE_DATABASE_URL is not set.
+SHELL := /bin/bash
+PYTHON ?= python3
+UV := $(shell command -v uv 2>/dev/null || echo .airwave/bootstrap/bin/uv)
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test dev bench lint fmt clean stop
+
+$(UV):
+	$(PYTHON) -m venv .airwave/bootstrap
+	.airwave/bootstrap/bin/pip install --quiet --disable-pip-version-check uv
+
+$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --python $(PYTHON)
+	touch $@
+
+demo: $(VENV)/.synced
+	$(BIN)/airwave demo
+
+test: $(VENV)/.synced
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/pytest
+
+dev: $(VENV)/.synced
+	$(BIN)/airwave dev
+
+bench: $(VENV)/.synced
+	$(BIN)/python -m bench.run
+
+lint: $(VENV)/.synced
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+fmt: $(VENV)/.synced
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+stop: $(VENV)/.synced
+	$(BIN)/airwave db stop
+
+clean: stop
+	rm -rf .airwave $(VENV)

@@ -1,0 +1,1 @@
+"""Airwave as a Dagster code location: lineup importer and AI lineup builder."""

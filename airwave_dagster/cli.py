@@ -1,0 +1,370 @@
+"""The `airwave` command line: import and export lineups, inspect runs, run the UI and the demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from airwave_dagster import environment
+
+stdout = Console()
+stderr = Console(stderr=True)
+
+DEMO_LINEUP = Path(__file__).resolve().parent / "data" / "demo_lineup.json"
+
+
+def _instance() -> Any:
+    import dagster as dg
+
+    return dg.DagsterInstance.get()
+
+
+def _fail(message: str, code: int = 1) -> None:
+    stderr.print(f"[bold red]error:[/] {message}", highlight=False)
+    sys.exit(code)
+
+
+def _report_for(run_id: str) -> dict[str, Any] | None:
+    from resources.database import AirwaveStore, engine_for
+
+    store = AirwaveStore(engine_for(os.environ[environment.DATABASE_URL_ENV]))
+    for row in reversed(store.traces(run_id)):
+        if row["phase"] == "report":
+            return row["output"]
+    return None
+
+
+def _progress(run_id: str) -> tuple[int, int | None]:
+    from resources.database import AirwaveStore, engine_for
+
+    store = AirwaveStore(engine_for(os.environ[environment.DATABASE_URL_ENV]))
+    done = 0
+    total: int | None = None
+    for row in store.traces(run_id):
+        if row["phase"] == "plan" and row["output"]:
+            total = row["output"]["counts"]["to_create"]
+        elif row["phase"] == "channel" and row["step_name"] == "buildChannel":
+            done += 1
+    return done, total
+
+
+def _print_report(report: dict[str, Any]) -> None:
+    title = "Dry-run report (nothing was written)" if report["dry_run"] else "Import report"
+    table = Table(title=f"{title}: {report['lineup_name']}")
+    for column in ("#", "channel", "package", "status", "pool", "slots", "note"):
+        table.add_column(column, justify="right" if column in ("#", "pool", "slots") else "left")
+    for c in sorted(report["channels"], key=lambda c: c["number"]):
+        status = c["status"]
+        if status == "created":
+            status = ("would create" if c["dry_run"] else "created") + (
+                " (disabled)" if c["disabled"] else ""
+            )
+        number = str(c["number"])
+        if c["number_reassigned"]:
+            number += f" (was {c['original_number']})"
+        table.add_row(
+            number,
+            c["name"],
+            c["package_key"] or "",
+            status,
+            "" if c["pool_size"] is None else str(c["pool_size"]),
+            "" if c["schedule_slots"] is None else str(c["schedule_slots"]),
+            c["reason"] or "",
+        )
+    stdout.print(table)
+    stdout.print(
+        f"packages created {report['packages_created']}, reused {report['packages_reused']}; "
+        f"channels created {report['channels_created']}, skipped {report['channels_skipped']}, "
+        f"disabled {report['channels_disabled']}, failed {report['channels_failed']}, "
+        f"renumbered {report['channels_reassigned']}",
+        highlight=False,
+    )
+
+
+def _run_import(
+    path: Path,
+    *,
+    dry_run: bool,
+    select: list[int] | None,
+    wait: bool,
+    as_json: bool,
+) -> int:
+    from airwave_dagster import launcher
+
+    if not path.exists():
+        _fail(f"{path}: no such file")
+    size = path.stat().st_size
+    from airwave_dagster.domain.lineup_file import MAX_LINEUP_BYTES
+
+    if size > MAX_LINEUP_BYTES:
+        _fail(f"{path}: the file is {size:,} bytes; lineup files are limited to 10 MB")
+    raw = path.read_bytes()
+    try:
+        content = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        _fail(f"{path}: not UTF-8 text (invalid byte at offset {error.start})")
+    config: dict[str, Any] = {
+        "lineup_json": content,
+        "lineup_name": path.name,
+        "dry_run": dry_run,
+    }
+    if select is not None:
+        config["selected_numbers"] = select
+    run_config = {"ops": {"plan_import_lineup": {"config": config}}}
+    tags = {"airwave/lineup": path.name, "airwave/dry_run": str(dry_run).lower()}
+    instance = _instance()
+    with launcher.workspace(instance) as context:
+        run = launcher.create_run(instance, context, "import_lineup", run_config, tags)
+        launcher.start_run(instance, context, run)
+        if not wait:
+            stdout.print(f"started run {run.run_id}", highlight=False)
+            return 0
+        stderr.print(f"run {run.run_id} started; waiting for it to finish", highlight=False)
+        last = (-1, None)
+        while True:
+            current = instance.get_run_by_id(run.run_id)
+            if current is not None and current.is_finished:
+                break
+            progress = _progress(run.run_id)
+            if progress != last and progress[1] is not None:
+                stderr.print(f"  channels built: {progress[0]}/{progress[1]}", highlight=False)
+                last = progress
+            time.sleep(0.5)
+    finished = instance.get_run_by_id(run.run_id)
+    report = _report_for(run.run_id)
+    if finished.status.value != "SUCCESS" or report is None:
+        for message in launcher.failure_messages(instance, run.run_id):
+            stderr.print(message, highlight=False, markup=False)
+        if as_json:
+            print(json.dumps({"run_id": run.run_id, "status": finished.status.value}))
+        stderr.print(f"run {run.run_id} ended {finished.status.value}", highlight=False)
+        return 1
+    if as_json:
+        print(json.dumps({"run_id": run.run_id, "status": "SUCCESS", "report": report}))
+    else:
+        _print_report(report)
+        stdout.print(f"run {run.run_id}: SUCCESS", highlight=False)
+    return 0
+
+
+@click.group()
+def main() -> None:
+    """Airwave: numbered, always-on TV channels from a Plex library, run on Dagster."""
+
+
+def _prepare(*, plex: bool = False) -> environment.Environment:
+    env = environment.prepare()
+    if plex:
+        environment.ensure_plex(env.home)
+    return env
+
+
+@main.command("import")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Plan and resolve pools; write nothing.")
+@click.option("--select", "select", help="Only these file channel numbers, e.g. 101,102.")
+@click.option("--wait", is_flag=True, help="Show progress and print the report at the end.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (implies --wait).")
+def import_command(path: Path, dry_run: bool, select: str | None, wait: bool, as_json: bool) -> None:
+    """Import a lineup file as a Dagster run of `import_lineup` (visible in the UI)."""
+    numbers: list[int] | None = None
+    if select is not None:
+        try:
+            numbers = [int(part) for part in select.split(",") if part.strip()]
+        except ValueError:
+            _fail(f"--select takes comma-separated channel numbers, got {select!r}")
+    _prepare(plex=True)
+    sys.exit(
+        _run_import(path, dry_run=dry_run, select=numbers, wait=wait or as_json, as_json=as_json)
+    )
+
+
+@main.command("export")
+@click.option("--output", type=click.Path(path_type=Path), help="Write here instead of stdout.")
+def export_command(output: Path | None) -> None:
+    """Export every package and channel as a lineup v1 file."""
+    from airwave_dagster.domain.lineup_file import dump_lineup
+    from resources.database import AirwaveStore, engine_for
+
+    env = _prepare()
+    text = dump_lineup(AirwaveStore(engine_for(env.database_url)).export_lineup())
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        stderr.print(f"wrote {output}", highlight=False)
+
+
+@main.command("schema")
+def schema_command() -> None:
+    """Print the JSON Schema of lineup files (v1)."""
+    from airwave_dagster.domain.lineup_file import lineup_json_schema
+
+    print(json.dumps(lineup_json_schema(), indent=2))
+
+
+@main.group("runs")
+def runs_group() -> None:
+    """Inspect runs of the Dagster instance the UI uses."""
+
+
+@runs_group.command("list")
+@click.option("--limit", default=20, show_default=True)
+def runs_list(limit: int) -> None:
+    """The most recent runs."""
+    _prepare()
+    instance = _instance()
+    table = Table()
+    for column in ("run id", "job", "status", "started", "lineup", "parent"):
+        table.add_column(column)
+    for run in instance.get_runs(limit=limit):
+        record = instance.get_run_record_by_id(run.run_id)
+        started = (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.start_time))
+            if record and record.start_time
+            else ""
+        )
+        table.add_row(
+            run.run_id,
+            run.job_name,
+            run.status.value,
+            started,
+            run.tags.get("airwave/lineup", ""),
+            run.parent_run_id or "",
+        )
+    stdout.print(table)
+
+
+@runs_group.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def runs_show(run_id: str, as_json: bool) -> None:
+    """Status, steps by state and the report of one run."""
+    from airwave_dagster import launcher
+
+    _prepare()
+    instance = _instance()
+    run = instance.get_run_by_id(run_id)
+    if run is None:
+        _fail(f"no run {run_id}")
+    steps: dict[str, list[str]] = {}
+    for stat in instance.get_run_step_stats(run_id):
+        state = stat.status.value if stat.status else "IN_PROGRESS"
+        steps.setdefault(state, []).append(stat.step_key)
+    report = _report_for(run_id)
+    failures = launcher.failure_messages(instance, run_id)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "run_id": run_id,
+                    "job": run.job_name,
+                    "status": run.status.value,
+                    "steps": steps,
+                    "failures": failures,
+                    "report": report,
+                }
+            )
+        )
+        return
+    stdout.print(f"run {run_id} ({run.job_name}): {run.status.value}", highlight=False)
+    for state, keys in sorted(steps.items()):
+        stdout.print(f"  {state}: {len(keys)}  {', '.join(sorted(keys)[:8])}", highlight=False)
+    for message in failures:
+        stderr.print(message, highlight=False, markup=False)
+    if report is not None:
+        _print_report(report)
+
+
+@main.group("db")
+def db_group() -> None:
+    """The project database."""
+
+
+@db_group.command("upgrade")
+def db_upgrade() -> None:
+    """Create the schemas and apply every migration (idempotent)."""
+    from resources.migrations import current_revision
+
+    env = _prepare()
+    stdout.print(
+        f"database {environment.redact(env.database_url)} at revision "
+        f"{current_revision(env.database_url)}",
+        highlight=False,
+    )
+
+
+@db_group.command("stop")
+def db_stop() -> None:
+    """Stop the private PostgreSQL server and the Plex emulator started by this project."""
+    stopped = environment.stop_private_postgres()
+    environment.stop_plex_emulator()
+    stdout.print("stopped the private PostgreSQL" if stopped else "no private PostgreSQL running")
+
+
+@main.command("plex-emulator")
+@click.option("--port", default=32400, show_default=True)
+@click.option("--items", default=environment.DEMO_LIBRARY_ITEMS, show_default=True)
+@click.option("--seed", default=environment.DEMO_LIBRARY_SEED, show_default=True)
+@click.option("--latency-ms", default=0.0, show_default=True, help="Added to every request.")
+@click.option("--token", default=environment.EMULATOR_TOKEN, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+def plex_emulator_command(
+    port: int, items: int, seed: int, latency_ms: float, token: str, host: str
+) -> None:
+    """Serve a synthetic Plex library for the real plexapi client (foreground)."""
+    from airwave_dagster.plex_emulator import run_emulator
+
+    run_emulator(port=port, items=items, seed=seed, latency_ms=latency_ms, token=token, host=host)
+
+
+@main.command("dev")
+@click.option("--port", default=3000, show_default=True)
+def dev_command(port: int) -> None:
+    """Run the Dagster UI, daemon and code server on 127.0.0.1 (private Postgres by default)."""
+    env = _prepare(plex=True)
+    stderr.print(
+        f"Dagster UI on http://127.0.0.1:{port} (DAGSTER_HOME={env.dagster_home})",
+        highlight=False,
+    )
+    # A shell that started us in the background may have left SIGINT/SIGTERM ignored; dagster dev
+    # would inherit that and could then only be killed (notes/dagster-findings.md §0.3).
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    dagster = str(Path(sys.executable).parent / "dagster")
+    os.chdir(environment.project_root())
+    os.execv(
+        dagster,
+        [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+    )
+
+
+@main.command("demo")
+def demo_command() -> None:
+    """Import the bundled example lineup: a dry-run, then for real."""
+    env = _prepare(plex=True)
+    stdout.print(
+        f"[bold]Airwave demo[/]: database {environment.redact(env.database_url)}, "
+        f"Plex {os.environ[environment.PLEX_URL_ENV]}",
+        highlight=False,
+    )
+    stdout.print("\n[bold]1. Dry-run import[/] (plans and resolves every pool, writes nothing)")
+    if _run_import(DEMO_LINEUP, dry_run=True, select=None, wait=True, as_json=False) != 0:
+        sys.exit(1)
+    stdout.print("\n[bold]2. Import[/]")
+    if _run_import(DEMO_LINEUP, dry_run=False, select=None, wait=True, as_json=False) != 0:
+        sys.exit(1)
+    stdout.print(
+        "\nOpen the Dagster UI with [bold]make dev[/] (http://127.0.0.1:3000) to see both runs; "
+        "`airwave export` prints the imported lineup.",
+        highlight=False,
+    )

@@ -1,0 +1,1 @@
+"""Pure domain: lineup files, filters, import planning, schedules. No I/O, no frameworks."""

@@ -1,0 +1,60 @@
+"""What a Plex library means to Airwave: sections and the resolved media items of a pool."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MediaType = Literal["movie", "show"]
+"""A library type a channel can draw from (the `mediaTypes` of a filter envelope)."""
+
+ItemType = Literal["movie", "episode", "show"]
+
+MEDIA_TYPES: tuple[MediaType, ...] = ("movie", "show")
+
+
+class Library(BaseModel):
+    """One Plex library section of a media source."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str = Field(description="Plex section key (per-server, e.g. '1').")
+    title: str
+    type: str = Field(description="'movie', 'show', or another Plex section type.")
+
+
+class MediaItem(BaseModel):
+    """A playable item of a channel's pool, as resolved from Plex (spec/domain.md §2.10).
+
+    Movies and episodes are playable; shows only appear in library snapshots. Optional fields are
+    None when Plex does not carry them. Tag lists are the full lists Plex reports for the item
+    (for an episode, the show's genres).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    rating_key: str
+    type: ItemType
+    title: str
+    duration_ms: int = 0
+    year: int | None = None
+    originally_available_at: str | None = Field(default=None, description="YYYY-MM-DD")
+    added_at: str | None = Field(default=None, description="ISO-8601 UTC")
+    library_key: str | None = None
+    summary: str | None = None
+    studio: str | None = None
+    content_rating: str | None = None
+    genres: tuple[str, ...] = ()
+    directors: tuple[str, ...] = ()
+    cast: tuple[str, ...] = ()
+    audience_rating: float | None = None
+    critic_rating: float | None = None
+    resolution: str | None = None
+    hdr: str | None = Field(default=None, description="'HDR10', 'Dolby Vision' or 'HLG'")
+    dovi: bool = False
+    show_title: str | None = None
+    show_rating_key: str | None = None
+    season: int | None = None
+    episode: int | None = None
+    view_count: int = 0

@@ -1,0 +1,1 @@
+"""Dagster ops and the jobs built from them."""

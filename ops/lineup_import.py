@@ -1,0 +1,533 @@
+"""The `import_lineup` job: plan → create packages → build channels (fan-out of 4) → report."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import dagster as dg
+from pydantic import BaseModel, Field
+
+from airwave_dagster.domain.errors import AirwaveError
+from airwave_dagster.domain.filters import plex_sort
+from airwave_dagster.domain.import_plan import ImportPlan, PlannedChannel, plan_import
+from airwave_dagster.domain.lineup_file import MAX_LINEUP_BYTES, parse_lineup
+from airwave_dagster.domain.schedule import (
+    INITIAL_WINDOW_SECONDS,
+    BumperPlan,
+    build_schedule,
+    channel_seed,
+)
+from resources.database import DatabaseResource
+from resources.plex import PlexError, PlexResource
+
+IMPORT_CONCURRENCY = 4
+"""At most this many channel builds run at once (a sliding window, not waves)."""
+
+OP_VERSION = "import-v1"
+
+
+class ImportLineupConfig(dg.Config):
+    """What to import and how."""
+
+    lineup_path: str | None = Field(
+        default=None,
+        description="Path of the lineup file (v1 JSON) on the machine that runs the job.",
+    )
+    lineup_json: str | None = Field(
+        default=None,
+        description="The lineup file's content inline (used instead of lineup_path when set).",
+    )
+    lineup_name: str | None = Field(
+        default=None,
+        description="Name shown in messages for an inline lineup (e.g. the uploaded file's name).",
+    )
+    dry_run: bool = Field(
+        default=False,
+        description="Plan and resolve every pool against Plex, write trace rows, change nothing.",
+    )
+    selected_numbers: list[int] | None = Field(
+        default=None,
+        description="Only import the file's channels with these numbers (unset = all).",
+    )
+
+
+class PlannedImport(BaseModel):
+    """The plan step's checkpoint: a resumed run reuses it verbatim instead of re-planning."""
+
+    plan: ImportPlan
+    lineup_name: str
+    lineup_sha256: str
+    source_id: str | None
+    dry_run: bool
+
+
+class ChannelTask(BaseModel):
+    """One mapped build: a planned channel plus what it needs from earlier steps."""
+
+    channel: PlannedChannel
+    package_id: str | None
+    source_id: str | None
+    dry_run: bool
+
+
+class PackagesResult(BaseModel):
+    """Outcome of the packages step."""
+
+    created: list[str]
+    reused: list[str]
+    would_create: list[str]
+
+
+class ChannelResult(BaseModel):
+    """Outcome of one channel of the plan (built, skipped as duplicate, or failed)."""
+
+    number: int
+    original_number: int
+    name: str
+    package_key: str | None
+    status: Literal["created", "skipped", "failed"]
+    disabled: bool = False
+    dry_run: bool = False
+    reason: str | None = None
+    channel_id: str | None = None
+    pool_size: int | None = None
+    schedule_slots: int | None = None
+    number_reassigned: bool = False
+
+
+class ImportReport(BaseModel):
+    """What the import did (or, for a dry-run, would do)."""
+
+    lineup_name: str
+    dry_run: bool
+    packages_created: int
+    packages_reused: int
+    channels_created: int
+    channels_skipped: int
+    channels_disabled: int
+    channels_failed: int
+    channels_reassigned: int
+    channels: list[ChannelResult]
+
+
+def _mapping_key(number: int) -> str:
+    return f"ch_{number}"
+
+
+def _step_key(context: dg.OpExecutionContext) -> str:
+    return context.get_step_execution_context().step.key
+
+
+def _read_lineup(config: ImportLineupConfig) -> tuple[bytes, str]:
+    if config.lineup_json is not None:
+        return config.lineup_json.encode("utf-8"), config.lineup_name or "<inline lineup>"
+    if config.lineup_path is None:
+        raise dg.Failure("import_lineup needs `lineup_path` or `lineup_json` in its op config")
+    path = Path(config.lineup_path)
+    name = config.lineup_name or str(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_LINEUP_BYTES:
+            # Refuse before reading a huge file into memory; parse_lineup says the same.
+            return b" " * (MAX_LINEUP_BYTES + 1), name
+        return path.read_bytes(), name
+    except OSError as error:
+        raise dg.Failure(f"{name}: cannot read the lineup file ({error.strerror})") from error
+
+
+@dg.op(
+    code_version=OP_VERSION,
+    tags={"airwave/code_version": OP_VERSION},
+)
+def plan_import_lineup(
+    context: dg.OpExecutionContext,
+    config: ImportLineupConfig,
+    database: DatabaseResource,
+    plex: PlexResource,
+) -> PlannedImport:
+    """Validate the lineup file completely, then plan the import against the database and Plex.
+
+    Nothing is written before the file is fully validated: a bad file fails here with every
+    problem listed by JSON path. The plan (numbers, packages, duplicates) is this step's stored
+    output, so a resumed run reuses it instead of re-planning against a changed database.
+    """
+    data, name = _read_lineup(config)
+    try:
+        lineup = parse_lineup(data, source=name)
+    except AirwaveError as error:
+        raise dg.Failure(description=str(error)) from error
+    digest = hashlib.sha256(data).hexdigest()
+    client = plex.get_client()
+    try:
+        libraries = client.libraries()
+    except PlexError as error:
+        raise dg.Failure(description=str(error)) from error
+    store = database.get_store()
+    source_id = (
+        store.find_source(plex.base_url)
+        if config.dry_run
+        else store.sync_source(plex.base_url, libraries)
+    )
+    plan = plan_import(lineup, store.instance_state(libraries), selected_numbers=config.selected_numbers)
+    attempt = context.retry_number + 1
+    store.record_trace(
+        run_id=context.run_id,
+        step_key=_step_key(context),
+        step_name="planImport",
+        attempt=attempt,
+        phase="plan",
+        dry_run=config.dry_run,
+        status="ok",
+        input={"lineup": name, "sha256": digest, "selectedNumbers": config.selected_numbers},
+        output={
+            "counts": plan.counts.model_dump(),
+            "packages": [{"key": p.key, "action": p.action} for p in plan.packages],
+            "numbers": [
+                {
+                    "name": c.name,
+                    "from": c.original_number,
+                    "to": c.assigned_number,
+                    "reassigned": c.number_reassigned,
+                }
+                for c in plan.creates()
+            ],
+        },
+    )
+    for channel in plan.channels:
+        if channel.action == "skip-duplicate":
+            store.record_trace(
+                run_id=context.run_id,
+                step_key=_step_key(context),
+                step_name="planImport",
+                attempt=attempt,
+                phase="channel",
+                dry_run=config.dry_run,
+                status="skipped",
+                reason=channel.skip_reason,
+                channel_name=channel.name,
+                channel_number=channel.original_number,
+                package_key=channel.package_key,
+            )
+    context.add_output_metadata(
+        {
+            "lineup": name,
+            "to_create": plan.counts.to_create,
+            "skip_duplicate": plan.counts.skip_duplicate,
+            "disabled": plan.counts.disabled,
+            "reassigned": plan.counts.reassigned,
+            "packages": len(plan.packages),
+        }
+    )
+    return PlannedImport(
+        plan=plan,
+        lineup_name=name,
+        lineup_sha256=digest,
+        source_id=source_id,
+        dry_run=config.dry_run,
+    )
+
+
+@dg.op(
+    out={
+        "packages": dg.Out(PackagesResult),
+        "channels": dg.DynamicOut(ChannelTask),
+    },
+    code_version=OP_VERSION,
+    tags={"airwave/code_version": OP_VERSION},
+)
+def create_packages(
+    context: dg.OpExecutionContext,
+    planned: PlannedImport,
+    database: DatabaseResource,
+):
+    """Create or reuse the planned packages by key, then fan out one build per channel to create.
+
+    Safe to retry: packages are upserted by their unique key. A dry-run creates nothing and
+    reports the packages it would create.
+    """
+    plan = planned.plan
+    store = database.get_store()
+    if planned.dry_run:
+        existing = store.package_ids([p.key for p in plan.packages])
+        ids: dict[str, str | None] = {p.key: existing.get(p.key) for p in plan.packages}
+        result = PackagesResult(
+            created=[],
+            reused=[p.key for p in plan.packages if p.key in existing],
+            would_create=[p.key for p in plan.packages if p.key not in existing],
+        )
+    else:
+        outcome = store.ensure_packages(plan.packages)
+        ids = outcome.ids
+        result = PackagesResult(
+            created=list(outcome.created), reused=list(outcome.reused), would_create=[]
+        )
+    store.record_trace(
+        run_id=context.run_id,
+        step_key=_step_key(context),
+        step_name="createPackages",
+        attempt=context.retry_number + 1,
+        phase="packages",
+        dry_run=planned.dry_run,
+        status="ok",
+        output={
+            "created": len(result.created) + len(result.would_create),
+            "reused": len(result.reused),
+            "packages": [
+                {
+                    "key": p.key,
+                    "name": p.name,
+                    "action": "reuse" if p.key in result.reused else "create",
+                }
+                for p in plan.packages
+            ],
+        },
+    )
+    yield dg.Output(result, output_name="packages")
+    for channel in plan.creates():
+        yield dg.DynamicOutput(
+            ChannelTask(
+                channel=channel,
+                package_id=ids.get(channel.package_key) if channel.package_key else None,
+                source_id=planned.source_id,
+                dry_run=planned.dry_run,
+            ),
+            output_name="channels",
+            mapping_key=_mapping_key(channel.assigned_number),
+        )
+
+
+def _bumpers_for(mode: str) -> BumperPlan | None:
+    return None if mode == "OFF" else BumperPlan()
+
+
+@dg.op(
+    retry_policy=dg.RetryPolicy(max_retries=2, delay=1.0, backoff=dg.Backoff.EXPONENTIAL),
+    code_version=OP_VERSION,
+    tags={"airwave/code_version": OP_VERSION},
+)
+def build_channel(
+    context: dg.OpExecutionContext,
+    task: ChannelTask,
+    database: DatabaseResource,
+    plex: PlexResource,
+) -> ChannelResult:
+    """Resolve the channel's pool through Plex, create it, and lay its first 12-hour schedule.
+
+    The pool is resolved before anything is written, so a Plex failure leaves nothing behind
+    and the step is retried. A retry that finds the channel number taken adopts the row only if
+    it is the same channel (equal content signature); otherwise the channel is reported failed.
+    A dry-run resolves the pool and writes nothing but its trace row.
+    """
+    started = datetime.now(UTC)
+    planned = task.channel
+    store = database.get_store()
+    result = ChannelResult(
+        number=planned.assigned_number,
+        original_number=planned.original_number,
+        name=planned.name,
+        package_key=planned.package_key,
+        status="created",
+        disabled=planned.disabled,
+        dry_run=task.dry_run,
+        number_reassigned=planned.number_reassigned,
+    )
+    pool = []
+    if planned.definitions:
+        pool = plex.get_client().resolve_pool(
+            [(d.mode, d.plex_filter, d.plex_library_key) for d in planned.definitions],
+            sort=plex_sort(planned.ordering, planned.sort_field, planned.sort_dir),
+        )
+        result.pool_size = len(pool)
+    if planned.disabled:
+        result.reason = "no portable filter: imported disabled"
+    if not task.dry_run:
+        if task.source_id is None:
+            raise dg.Failure("the plan has no media source id; re-plan the import")
+        creation = store.create_channel(
+            planned, source_id=task.source_id, package_id=task.package_id, run_id=context.run_id
+        )
+        if creation.status == "conflict":
+            result.status = "failed"
+            result.reason = creation.detail
+        else:
+            result.channel_id = creation.channel_id
+            if creation.status == "existing":
+                context.log.info(
+                    f"channel {planned.assigned_number} already created by an earlier attempt"
+                )
+            if not planned.disabled and planned.enabled and creation.channel_id is not None:
+                seed = channel_seed(creation.channel_id)
+                build = build_schedule(
+                    pool,
+                    ordering=planned.ordering,
+                    channel_seed=seed,
+                    start_at=started,
+                    window_seconds=INITIAL_WINDOW_SECONDS,
+                    bumpers=_bumpers_for(planned.bumper_mode),
+                )
+                result.schedule_slots = store.write_schedule(
+                    creation.channel_id,
+                    source_id=task.source_id,
+                    shuffle_seed=seed,
+                    build=build,
+                    pool=pool,
+                )
+                if not pool:
+                    result.reason = "filter matches nothing in the library: no schedule laid"
+    status = "disabled" if result.status == "created" and planned.disabled else result.status
+    store.record_trace(
+        run_id=context.run_id,
+        step_key=_step_key(context),
+        step_name="buildChannel",
+        attempt=context.retry_number + 1,
+        phase="channel",
+        dry_run=task.dry_run,
+        status=status,
+        reason=result.reason,
+        channel_name=planned.name,
+        channel_number=planned.assigned_number,
+        package_key=planned.package_key,
+        pool_size=result.pool_size,
+        schedule_slots=result.schedule_slots,
+        number_reassigned=planned.number_reassigned,
+        output=result.model_dump(mode="json"),
+        error=result.reason if result.status == "failed" else None,
+        started_at=started,
+    )
+    context.add_output_metadata(
+        {
+            "number": planned.assigned_number,
+            "pool_size": result.pool_size if result.pool_size is not None else -1,
+            "schedule_slots": result.schedule_slots or 0,
+            "status": status,
+        }
+    )
+    return result
+
+
+def _markdown(report: ImportReport) -> str:
+    lines = [
+        "| # | channel | package | status | pool | slots | note |",
+        "|---:|---|---|---|---:|---:|---|",
+    ]
+    for c in sorted(report.channels, key=lambda c: c.number):
+        number = f"{c.number}" + (f" (was {c.original_number})" if c.number_reassigned else "")
+        status = "disabled" if c.status == "created" and c.disabled else c.status
+        if c.dry_run and c.status == "created":
+            status = "would create" + (" (disabled)" if c.disabled else "")
+        pool = "" if c.pool_size is None else str(c.pool_size)
+        slots = "" if c.schedule_slots is None else str(c.schedule_slots)
+        name = c.name.replace("|", "\\|")
+        note = (c.reason or "").replace("|", "\\|")
+        lines.append(
+            f"| {number} | {name} | {c.package_key or ''} | {status} | {pool} | {slots} | {note} |"
+        )
+    return "\n".join(lines)
+
+
+@dg.op(code_version=OP_VERSION, tags={"airwave/code_version": OP_VERSION})
+def summarize_import(
+    context: dg.OpExecutionContext,
+    planned: PlannedImport,
+    packages: PackagesResult,
+    results: list[ChannelResult],
+    database: DatabaseResource,
+) -> ImportReport:
+    """Collect every channel build into the import report and check nothing is missing.
+
+    Fails loudly if a planned channel has no build result (for example after a crash that a
+    plain re-execution did not repair), naming the missing channel numbers.
+    """
+    plan = planned.plan
+    built = {r.number: r for r in results}
+    missing = [c.assigned_number for c in plan.creates() if c.assigned_number not in built]
+    if missing:
+        raise dg.Failure(
+            description=(
+                f"{len(missing)} planned channel(s) have no build result: "
+                f"{', '.join(map(str, missing))}. Resume the run with "
+                f"`airwave runs resume {context.run_id}`."
+            )
+        )
+    skipped = [
+        ChannelResult(
+            number=c.original_number,
+            original_number=c.original_number,
+            name=c.name,
+            package_key=c.package_key,
+            status="skipped",
+            dry_run=planned.dry_run,
+            reason=c.skip_reason,
+        )
+        for c in plan.channels
+        if c.action == "skip-duplicate"
+    ]
+    channels = [built[c.assigned_number] for c in plan.creates()] + skipped
+    report = ImportReport(
+        lineup_name=planned.lineup_name,
+        dry_run=planned.dry_run,
+        packages_created=sum(1 for p in plan.packages if p.action == "create"),
+        packages_reused=sum(1 for p in plan.packages if p.action == "reuse"),
+        channels_created=sum(1 for r in results if r.status == "created" and not r.disabled),
+        channels_skipped=len(skipped),
+        channels_disabled=sum(1 for r in results if r.status == "created" and r.disabled),
+        channels_failed=sum(1 for r in results if r.status == "failed"),
+        channels_reassigned=sum(1 for r in results if r.number_reassigned),
+        channels=channels,
+    )
+    database.get_store().record_trace(
+        run_id=context.run_id,
+        step_key=_step_key(context),
+        step_name="report",
+        attempt=context.retry_number + 1,
+        phase="report",
+        dry_run=planned.dry_run,
+        status="ok",
+        output=report.model_dump(mode="json"),
+    )
+    context.add_output_metadata(
+        {
+            "dry_run": report.dry_run,
+            "packages_created": report.packages_created,
+            "packages_reused": report.packages_reused,
+            "channels_created": report.channels_created,
+            "channels_skipped": report.channels_skipped,
+            "channels_disabled": report.channels_disabled,
+            "channels_failed": report.channels_failed,
+            "channels_reassigned": report.channels_reassigned,
+            "channels": dg.MetadataValue.md(_markdown(report)),
+        }
+    )
+    return report
+
+
+def import_executor(start_method: str = "forkserver") -> dg.ExecutorDefinition:
+    """The multiprocess executor bounding channel builds to IMPORT_CONCURRENCY at once.
+
+    forkserver preloads the code location once, so a step costs about a third of a spawned one
+    (notes/dagster-findings.md Q2).
+    """
+    method: dict[str, object] = (
+        {"forkserver": {"preload_modules": ["airwave_dagster.definitions"]}}
+        if start_method == "forkserver"
+        else {"spawn": {}}
+    )
+    return dg.multiprocess_executor.configured(
+        {"max_concurrent": IMPORT_CONCURRENCY, "start_method": method}
+    )
+
+
+@dg.job(
+    executor_def=import_executor(),
+    tags={"airwave/job": "import_lineup"},
+    description="Recreate packages and channels from a lineup file (with a dry-run).",
+)
+def import_lineup():
+    """Plan → create packages → build every channel (4 at once) → report."""
+    planned = plan_import_lineup()
+    packages, channels = create_packages(planned)
+    results = channels.map(build_channel)
+    summarize_import(planned, packages, results.collect())

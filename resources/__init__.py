@@ -1,0 +1,1 @@
+"""Dagster resources: database, Plex, IO manager."""

@@ -1,0 +1,95 @@
+"""Op outputs stored as JSON in PostgreSQL, validated against their declared type when loaded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+import sqlalchemy as sa
+from pydantic import TypeAdapter, ValidationError
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from resources import tables as t
+from resources.database import DatabaseResource, engine_for
+
+CODE_VERSION_TAG = "airwave/code_version"
+
+
+def _python_type(dagster_type: dg.DagsterType) -> Any:
+    typing_type = dagster_type.typing_type
+    return Any if typing_type is None else typing_type
+
+
+def _type_name(python_type: Any) -> str:
+    return getattr(python_type, "__qualname__", None) or repr(python_type)
+
+
+class PostgresJsonIOManager(dg.ConfigurableIOManager):
+    """Keeps every op output as JSON in `airwave.step_output`, never as pickles on local disk.
+
+    Rows are keyed by (run id, step key, output name, mapping key). A re-execution loads the
+    outputs of steps it skips from the run that produced them (Dagster hands that run id to
+    `load_input`), and every loaded value is validated against the producing op's declared type:
+    a stored value that no longer fits is refused with an error naming the step and the field,
+    because silently trusting it after a code change could corrupt a resumed run.
+    """
+
+    database: dg.ResourceDependency[DatabaseResource]
+
+    def handle_output(self, context: dg.OutputContext, obj: object) -> None:
+        """Store `obj` as JSON under this step output's key (idempotent on retry)."""
+        python_type = _python_type(context.dagster_type)
+        value = TypeAdapter(python_type).dump_python(obj, mode="json")
+        row = {
+            "run_id": context.run_id,
+            "step_key": context.step_key,
+            "output_name": context.name,
+            "mapping_key": context.mapping_key or "",
+            "type_name": _type_name(python_type),
+            "code_version": context.op_def.tags.get(CODE_VERSION_TAG),
+            "value": value,
+        }
+        stmt = pg_insert(t.step_output).values(**row)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["run_id", "step_key", "output_name", "mapping_key"],
+            set_={
+                "value": stmt.excluded.value,
+                "type_name": stmt.excluded.type_name,
+                "code_version": stmt.excluded.code_version,
+            },
+        )
+        with engine_for(self.database.url).begin() as conn:
+            conn.execute(stmt)
+
+    def load_input(self, context: dg.InputContext) -> object:
+        """Load the upstream output from the run that produced it and validate it."""
+        upstream = context.upstream_output
+        if upstream is None:
+            raise dg.Failure(f"input {context.name!r} has no upstream output to load")
+        key = (upstream.run_id, upstream.step_key, upstream.name, upstream.mapping_key or "")
+        with engine_for(self.database.url).connect() as conn:
+            value = conn.execute(
+                sa.select(t.step_output.c.value).where(
+                    t.step_output.c.run_id == key[0],
+                    t.step_output.c.step_key == key[1],
+                    t.step_output.c.output_name == key[2],
+                    t.step_output.c.mapping_key == key[3],
+                )
+            ).scalar_one_or_none()
+        where = f"output {upstream.name!r} of step {upstream.step_key!r} (run {upstream.run_id})"
+        if value is None:
+            raise dg.Failure(f"no stored value for {where}")
+        python_type = _python_type(upstream.dagster_type)
+        try:
+            return TypeAdapter(python_type).validate_python(value)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in e['loc']) or '<root>'}: {e['msg']}"
+                for e in error.errors()[:5]
+            )
+            raise dg.Failure(
+                description=(
+                    f"the stored {where} no longer fits {_type_name(python_type)}: {problems}. "
+                    "The code changed since that run; start a new run instead of resuming it."
+                )
+            ) from error

@@ -1,0 +1,74 @@
+"""Alembic migrations of the `airwave` schema, run automatically before use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+
+from resources.tables import SCHEMA
+
+_HERE = Path(__file__).resolve().parent
+
+HEAD = "0002"
+"""The newest revision; tests assert it matches the scripts so the fast check stays honest."""
+# Any fixed 64-bit number works; it only has to be the same in every process of the project.
+_MIGRATION_LOCK_ID = 0x41_49_52_57_41_56_45
+
+
+def alembic_config(database_url: str) -> Config:
+    """An Alembic config for this package's scripts, bound to `database_url`."""
+    config = Config()
+    config.set_main_option("script_location", str(_HERE))
+    config.set_main_option("version_locations", str(_HERE / "versions"))
+    config.attributes["database_url"] = database_url
+    return config
+
+
+def upgrade(database_url: str, revision: str = "head") -> None:
+    """Bring the `airwave` schema to `revision`; idempotent and safe to call concurrently.
+
+    A transaction-scoped advisory lock serialises concurrent callers (a CLI command, a code server
+    and several step processes may all start at once); later callers find the schema current.
+    """
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{SCHEMA}"'))
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:id)"), {"id": _MIGRATION_LOCK_ID})
+            config = alembic_config(database_url)
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
+    finally:
+        engine.dispose()
+
+
+def current_revision(database_url: str) -> str | None:
+    """The revision the database is at, or None before the first upgrade."""
+    from alembic.runtime.migration import MigrationContext
+
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"version_table_schema": SCHEMA})
+            return context.get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def ensure_current(database_url: str) -> None:
+    """Upgrade unless the database is already at HEAD (one cheap query in the common case)."""
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            version = conn.execute(
+                sa.text(f"SELECT version_num FROM {SCHEMA}.alembic_version")
+            ).scalar_one_or_none()
+    except sa.exc.ProgrammingError:
+        version = None
+    finally:
+        engine.dispose()
+    if version != HEAD:
+        upgrade(database_url)

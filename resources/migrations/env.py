@@ -1,0 +1,30 @@
+"""Alembic environment: manages only the `airwave` schema, never Dagster's tables."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from resources.tables import SCHEMA, metadata
+
+
+def _include_name(name: str | None, type_: str, parent_names: object) -> bool:
+    if type_ == "schema":
+        return name == SCHEMA
+    return True
+
+
+def run_migrations_online() -> None:
+    """Run against the connection handed in by `resources.migrations.upgrade`."""
+    connection = context.config.attributes["connection"]
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        version_table_schema=SCHEMA,
+        include_schemas=True,
+        include_name=_include_name,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+run_migrations_online()

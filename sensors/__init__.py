@@ -1,0 +1,1 @@
+"""Sensors that decide when runs start."""

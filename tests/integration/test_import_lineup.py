@@ -1,0 +1,228 @@
+"""The `import_lineup` job end to end: Dagster's multiprocess executor, Postgres, real plexapi."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from airwave_dagster.definitions import defs, import_lineup_job
+from resources import tables as t
+from tests import lineups
+
+pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration]
+
+SPEC_EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "lineups" / "spec_example.json"
+
+
+def _config(path: Path, *, dry_run: bool = False, selected: list[int] | None = None) -> dict:
+    config: dict[str, Any] = {"lineup_path": str(path), "dry_run": dry_run}
+    if selected is not None:
+        config["selected_numbers"] = selected
+    return {"ops": {"plan_import_lineup": {"config": config}}}
+
+
+def _run(instance: dg.DagsterInstance, run_config: dict) -> tuple[bool, str]:
+    with dg.execute_job(
+        dg.reconstructable(import_lineup_job), instance=instance, run_config=run_config
+    ) as result:
+        return result.success, result.run_id
+
+
+def _report(store, run_id: str) -> dict:
+    rows = [r for r in store.traces(run_id) if r["phase"] == "report"]
+    assert len(rows) == 1
+    return rows[0]["output"]
+
+
+def _app_counts(store) -> dict[str, int]:
+    counts = store.counts()
+    counts.pop("import_traces")
+    return counts
+
+
+@pytest.fixture
+def env(store, plex_emulator, dagster_instance):
+    return store, plex_emulator, dagster_instance
+
+
+def test_dry_run_resolves_pools_and_writes_nothing(env, tmp_path: Path) -> None:
+    store, emulator, instance = env
+    path = lineups.write(tmp_path, lineups.genre_lineup(6))
+
+    ok, run_id = _run(instance, _config(path, dry_run=True))
+
+    assert ok
+    assert _app_counts(store) == {
+        "packages": 0,
+        "channels": 0,
+        "definitions": 0,
+        "schedule_items": 0,
+        "media_items": 0,
+    }
+    report = _report(store, run_id)
+    assert report["dry_run"] is True
+    assert report["packages_created"] == 1
+    assert [c["status"] for c in report["channels"]] == ["created"] * 6
+    library = emulator.library.media_items()
+    for i, result in enumerate(sorted(report["channels"], key=lambda c: c["number"])):
+        genre = lineups.GENRES[i % len(lineups.GENRES)]
+        expected = [m for m in library if genre in m.genres and (m.year or 0) >= 1930 + i]
+        assert result["pool_size"] == len(expected) > 0
+
+
+def test_import_creates_what_the_plan_says_and_reimport_is_a_no_op(env, tmp_path: Path) -> None:
+    store, _, instance = env
+    path = lineups.write(tmp_path, lineups.genre_lineup(5))
+
+    ok, run_id = _run(instance, _config(path))
+
+    assert ok
+    report = _report(store, run_id)
+    assert report["channels_created"] == 5
+    with store.engine.connect() as conn:
+        numbers = conn.execute(sa.select(t.channel.c.number).order_by(t.channel.c.number))
+        assert list(numbers.scalars()) == [100, 101, 102, 103, 104]
+        spans = conn.execute(
+            sa.select(
+                t.schedule_item.c.channel_id,
+                sa.func.min(t.schedule_item.c.starts_at),
+                sa.func.max(
+                    t.schedule_item.c.starts_at
+                    + sa.func.make_interval(0, 0, 0, 0, 0, 0, t.schedule_item.c.duration_seconds)
+                ),
+            ).group_by(t.schedule_item.c.channel_id)
+        ).all()
+    assert len(spans) == 5
+    for _, start, end in spans:
+        assert end - start >= timedelta(hours=12)
+    first = _app_counts(store)
+
+    ok, run_id = _run(instance, _config(path))
+
+    assert ok
+    report = _report(store, run_id)
+    assert report["channels_created"] == 0
+    assert report["channels_skipped"] == 5
+    assert report["packages_created"] == 0
+    assert _app_counts(store) == first
+
+
+def test_collisions_are_renumbered_by_the_two_pass_rule(env, tmp_path: Path) -> None:
+    store, _, instance = env
+    existing = lineups.lineup(
+        [
+            lineups.channel(101, "Existing A", [lineups.predicate(["movie"], None)]),
+            lineups.channel(104, "Existing B", [lineups.predicate(["show"], None)]),
+        ]
+    )
+    assert _run(instance, _config(lineups.write(tmp_path, existing, "existing.json")))[0]
+    drama = lineups.condition("genre", "is", "Drama")
+    colliding = lineups.lineup(
+        [
+            lineups.channel(101, "New 101", [lineups.predicate(["movie"], drama)]),
+            lineups.channel(102, "New 102", [lineups.predicate(["show"], drama)]),
+            lineups.channel(103, "New 103", [lineups.predicate(["movie", "show"], drama)]),
+            lineups.channel(101, "Second 101", [lineups.predicate(["movie"], None)]),
+        ]
+    )
+
+    ok, run_id = _run(instance, _config(lineups.write(tmp_path, colliding, "new.json")))
+
+    assert ok
+    assigned = {c["name"]: c["number"] for c in _report(store, run_id)["channels"]}
+    assert assigned == {"New 101": 105, "New 102": 102, "New 103": 103, "Second 101": 106}
+
+
+def test_channel_builds_overlap_but_never_more_than_four(env, tmp_path: Path) -> None:
+    store, emulator, instance = env
+    path = lineups.write(tmp_path, lineups.genre_lineup(10))
+
+    ok, run_id = _run(instance, _config(path, dry_run=True))
+
+    assert ok
+    builds = [r for r in store.traces(run_id) if r["step_name"] == "buildChannel"]
+    assert len(builds) == 10
+    edges = sorted(
+        [(r["started_at"], 1) for r in builds] + [(r["finished_at"], -1) for r in builds],
+        key=lambda e: (e[0], e[1]),
+    )
+    running = peak = 0
+    for _, delta in edges:
+        running += delta
+        peak = max(peak, running)
+    assert 2 <= peak <= 4
+
+
+def test_bad_file_fails_in_the_plan_step_and_changes_nothing(env, tmp_path: Path) -> None:
+    store, _, instance = env
+    data = lineups.genre_lineup(2)
+    data["channels"][1]["definitions"][0]["plexFilter"]["filter"]["children"][0]["field"] = "genra"
+    path = lineups.write(tmp_path, data, "typo.json")
+
+    result = defs.resolve_job_def("import_lineup").execute_in_process(
+        run_config=_config(path), instance=instance, raise_on_error=False
+    )
+
+    assert not result.success
+    failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert [e.step_key for e in failures] == ["plan_import_lineup"]
+    message = failures[0].step_failure_data.user_failure_data.description
+    assert "typo.json" in message
+    assert "$.channels[1].definitions[0].plexFilter.filter.children[0].field" in message
+    assert "genra" in message
+    assert sum(store.counts().values()) == 0
+
+
+def test_unreachable_plex_names_plex_url_and_imports_nothing(env, tmp_path: Path) -> None:
+    store, _, instance = env
+    from resources.database import DatabaseResource
+    from resources.plex import PlexResource
+
+    path = lineups.write(tmp_path, lineups.genre_lineup(2))
+    job = defs.resolve_job_def("import_lineup")
+
+    result = job.execute_in_process(
+        run_config=_config(path),
+        instance=instance,
+        raise_on_error=False,
+        resources={
+            "database": DatabaseResource(url=store.engine.url.render_as_string(False)),
+            "plex": PlexResource(base_url="http://127.0.0.1:9", token="secret-token-value"),
+        },
+    )
+
+    assert not result.success
+    failure = next(
+        e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE
+    )
+    text = failure.step_failure_data.user_failure_data.description
+    assert failure.step_key == "plan_import_lineup"
+    assert "PLEX_URL" in text
+    assert "secret-token-value" not in text
+    assert _app_counts(store) == dict.fromkeys(_app_counts(store), 0)
+
+
+def test_export_import_export_round_trip(env, tmp_path: Path, database_url: str) -> None:
+    store, _, instance = env
+    from airwave_dagster.domain.lineup_file import dump_lineup, parse_lineup
+
+    assert _run(instance, _config(SPEC_EXAMPLE))[0]
+    first = json.loads(dump_lineup(store.export_lineup()))
+    exported = lineups.write(tmp_path, first, "export.json")
+    parse_lineup(exported.read_bytes(), source="export.json")
+    with store.engine.begin() as conn:
+        conn.execute(sa.text("TRUNCATE airwave.channel, airwave.channel_package CASCADE"))
+
+    assert _run(instance, _config(exported))[0]
+    second = json.loads(dump_lineup(store.export_lineup()))
+
+    first.pop("exportedAt")
+    second.pop("exportedAt")
+    assert second == first
+    assert len(first["channels"]) == 9
