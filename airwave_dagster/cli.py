@@ -174,7 +174,9 @@ def _prepare(*, plex: bool = False) -> environment.Environment:
 @click.option("--select", "select", help="Only these file channel numbers, e.g. 101,102.")
 @click.option("--wait", is_flag=True, help="Show progress and print the report at the end.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (implies --wait).")
-def import_command(path: Path, dry_run: bool, select: str | None, wait: bool, as_json: bool) -> None:
+def import_command(
+    path: Path, dry_run: bool, select: str | None, wait: bool, as_json: bool
+) -> None:
     """Import a lineup file as a Dagster run of `import_lineup` (visible in the UI)."""
     numbers: list[int] | None = None
     if select is not None:

@@ -301,9 +301,7 @@ def ensure_plex(home: Path | None = None) -> tuple[str, str]:
     deadline = time.monotonic() + 60
     while not _emulator_alive(url):
         if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(
-                f"the Plex emulator did not start; see {home / 'plex-emulator.log'}"
-            )
+            raise RuntimeError(f"the Plex emulator did not start; see {home / 'plex-emulator.log'}")
         time.sleep(0.1)
     state_file.write_text(json.dumps({"url": url, "token": EMULATOR_TOKEN, "pid": process.pid}))
     os.environ[PLEX_URL_ENV] = url

@@ -171,7 +171,8 @@ def plan_import_lineup(
         if config.dry_run
         else store.sync_source(plex.base_url, libraries)
     )
-    plan = plan_import(lineup, store.instance_state(libraries), selected_numbers=config.selected_numbers)
+    state = store.instance_state(libraries)
+    plan = plan_import(lineup, state, selected_numbers=config.selected_numbers)
     attempt = context.retry_number + 1
     store.record_trace(
         run_id=context.run_id,

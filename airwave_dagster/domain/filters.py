@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Annotated, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasGenerator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from airwave_dagster.domain.errors import FilterError, Issue, describe_value, did_you_mean
 from airwave_dagster.domain.library import MEDIA_TYPES, MediaItem, MediaType
@@ -62,12 +63,16 @@ Group.model_rebuild()
 class FilterEnvelope(BaseModel):
     """The `plexFilter` JSON stored on a PREDICATE definition (§1.5)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(
+        frozen=True,
+        extra="ignore",
+        populate_by_name=True,
+        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
+    )
 
     media_types: list[MediaType] = Field(
-        default_factory=list,
-        alias="mediaTypes",
-        description="Library types to search; missing or empty means both.",
+        default_factory=list[MediaType],
+        description="Library types to search (`mediaTypes`); missing or empty means both.",
     )
     filter: FilterNode | None = Field(
         default=None, description="The condition tree; absent means whole libraries."
@@ -111,8 +116,7 @@ _SHOW = frozenset({"show"})
 
 _CATALOG: tuple[
     tuple[str, FieldKind, str, Literal["show", "episode"], frozenset[str], bool, str], ...
-]
-_CATALOG = (
+] = (
     ("title", "text", "title", "show", _BOTH, True, "Title"),
     ("episodeTitle", "text", "title", "episode", _SHOW, True, "Episode title"),
     ("genre", "tag", "genre", "show", _BOTH, True, "Genre"),
@@ -237,7 +241,7 @@ def parse_filter(raw: object, *, path: str = "$") -> FilterEnvelope:
     issues = validate_filter(raw, path=path)
     if issues:
         raise FilterError(issues)
-    return FilterEnvelope.model_validate(raw)
+    return FilterEnvelope.model_validate(raw, by_alias=True, by_name=False)
 
 
 def validate_filter(raw: object, *, path: str) -> list[FilterIssue]:
@@ -282,6 +286,11 @@ def _quoted(names: Iterable[str]) -> str:
     return ", ".join(repr(name) for name in names)
 
 
+def _shown(value: object) -> str:
+    """A mistyped name as the user wrote it; other JSON values with their type."""
+    return repr(value) if isinstance(value, str) else describe_value(value)
+
+
 def _check_media_types(
     envelope: dict[str, object], path: str, issues: list[Issue]
 ) -> frozenset[str] | None:
@@ -306,7 +315,7 @@ def _check_media_types(
             issues.append(
                 Issue(
                     path=f"{path}[{index}]",
-                    message=f"unknown media type {describe_value(entry)}{hint}; "
+                    message=f"unknown media type {_shown(entry)}{hint}; "
                     f"allowed: {_quoted(MEDIA_TYPES)}",
                 )
             )
@@ -351,7 +360,7 @@ def _check_node(
         issues.append(
             Issue(
                 path=f"{path}.type",
-                message=f"unknown node type {describe_value(node_type)}{hint}; "
+                message=f"unknown node type {_shown(node_type)}{hint}; "
                 "allowed: 'condition', 'group'",
             )
         )
@@ -415,9 +424,14 @@ def _check_condition(
         )
         return
     if spec is not None:
-        problem = _VALUE_CHECKS[spec.kind](value)
-        if problem:
-            issues.append(Issue(path=f"{path}.value", message=f"{problem} for field {spec.name!r}"))
+        wanted = _VALUE_CHECKS[spec.kind](value)
+        if wanted:
+            issues.append(
+                Issue(
+                    path=f"{path}.value",
+                    message=f"field {spec.name!r} ({spec.kind}) needs {wanted}, got {value!r}",
+                )
+            )
 
 
 def _check_field(
@@ -474,7 +488,7 @@ def _check_op(
         issues.append(
             Issue(
                 path=f"{path}.op",
-                message=f"unknown operator {describe_value(op)}{hint}; "
+                message=f"unknown operator {_shown(op)}{hint}; "
                 f"allowed{scope}: {', '.join(allowed)}",
             )
         )
@@ -584,7 +598,7 @@ def _emit(value: object, parts: list[str]) -> None:
     elif isinstance(value, bool):
         parts.append("true" if value else "false")
     elif isinstance(value, int):
-        parts.append(str(value))
+        parts.append(_js_integer(value))
     elif isinstance(value, float):
         parts.append(_js_number(value))
     elif isinstance(value, str):
@@ -617,6 +631,16 @@ def _js_string(text: str) -> str:
     encoded = json.dumps(text, ensure_ascii=False)
     # A lone surrogate cannot be written as UTF-8; JSON.stringify escapes it, so do the same.
     return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", encoded)
+
+
+def _js_integer(number: int) -> str:
+    if abs(number) <= 2**53:
+        return str(number)
+    # Beyond 2**53 JavaScript holds a rounded double (or Infinity), so print what it would.
+    try:
+        return _js_number(float(number))
+    except OverflowError:
+        return "null"
 
 
 def _js_number(number: float) -> str:

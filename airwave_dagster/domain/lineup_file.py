@@ -6,9 +6,10 @@ import codecs
 import json
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, NamedTuple, cast, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails
 
 from airwave_dagster.domain.errors import (
@@ -25,6 +26,9 @@ LINEUP_VERSION = 1
 
 MAX_LINEUP_BYTES = 10 * 1024 * 1024
 """Largest accepted file; a real export of a big instance is well under 1 MB."""
+
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of arrays and objects accepted; later steps walk the values recursively."""
 
 MAX_INT = 2**31 - 1
 """Numbers land in 32-bit integer columns; anything larger could never be stored."""
@@ -78,8 +82,16 @@ def normalise_callsign(raw: str | None) -> str | None:
 
 
 class _FileModel(BaseModel):
-    # Strict: the file is JSON, so "5" is never a number and 5 never a string.
-    model_config = ConfigDict(frozen=True, strict=True, extra="ignore", populate_by_name=True)
+    # Strict: the file is JSON, so "5" is never a number and 5 never a string. Aliases are the
+    # file's camelCase keys; Python code keeps the snake_case names (the generator, unlike
+    # `alias=`, leaves the constructor's parameter names alone for type checkers).
+    model_config = ConfigDict(
+        frozen=True,
+        strict=True,
+        extra="ignore",
+        populate_by_name=True,
+        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
+    )
 
 
 class LineupDefinition(_FileModel):
@@ -89,24 +101,21 @@ class LineupDefinition(_FileModel):
     mode: DefinitionMode = "INCLUDE"
     sort_index: int | None = Field(
         default=None,
-        alias="sortIndex",
         ge=-MAX_INT - 1,
         le=MAX_INT,
         description="Evaluation order; absent means the index among the channel's PREDICATE defs.",
     )
     plex_filter: dict[str, Any] | None = Field(
         default=None,
-        alias="plexFilter",
         description="The filter envelope {mediaTypes, filter}, carried verbatim (node ids too).",
     )
     plex_library_title: str | None = Field(
         default=None,
-        alias="plexLibraryTitle",
         description="Title of the library the clause was scoped to; remapped by title on import.",
     )
-    plex_collection_key: str | None = Field(default=None, alias="plexCollectionKey")
-    plex_playlist_key: str | None = Field(default=None, alias="plexPlaylistKey")
-    manual_item_keys: list[str] = Field(default_factory=list, alias="manualItemKeys")
+    plex_collection_key: str | None = None
+    plex_playlist_key: str | None = None
+    manual_item_keys: list[str] = Field(default_factory=list[str])
 
 
 class LineupPackage(_FileModel):
@@ -119,7 +128,6 @@ class LineupPackage(_FileModel):
     tint: str | None = Field(default=None, description="Accent key; stored as given.")
     sort_index: int | None = Field(
         default=None,
-        alias="sortIndex",
         ge=-MAX_INT - 1,
         le=MAX_INT,
         description="Display order; absent means after every existing package.",
@@ -136,15 +144,15 @@ class LineupChannel(_FileModel):
     icon: str | None = None
     tint: str | None = None
     enabled: bool = True
-    sort_index: int = Field(default=0, alias="sortIndex", ge=-MAX_INT - 1, le=MAX_INT)
+    sort_index: int = Field(default=0, ge=-MAX_INT - 1, le=MAX_INT)
     ordering: Ordering = "SHUFFLE"
-    sort_field: SortField = Field(default="title", alias="sortField")
-    sort_dir: SortDir = Field(default="asc", alias="sortDir")
-    bumper_mode: BumperMode = Field(default="INHERIT", alias="bumperMode")
+    sort_field: SortField = "title"
+    sort_dir: SortDir = "asc"
+    bumper_mode: BumperMode = "INHERIT"
     package_key: str | None = Field(
-        default=None, alias="packageKey", description="Key of a package of this file; null = none."
+        default=None, description="Key of a package of this file; null = none."
     )
-    definitions: list[LineupDefinition] = Field(default_factory=list)
+    definitions: list[LineupDefinition] = Field(default_factory=list[LineupDefinition])
 
     @field_validator("callsign")
     @classmethod
@@ -156,9 +164,7 @@ class LineupFile(_FileModel):
     """A whole lineup file, version 1 (§3.1)."""
 
     version: Literal[1]
-    exported_at: str | None = Field(
-        default=None, alias="exportedAt", description="ISO-8601 UTC; informational only."
-    )
+    exported_at: str | None = Field(default=None, description="ISO-8601 UTC; informational only.")
     packages: list[LineupPackage]
     channels: list[LineupChannel]
 
@@ -215,7 +221,8 @@ def parse_lineup(data: bytes, *, source: str) -> LineupFile:
     if issues:
         raise LineupFileError(source, issues)
     try:
-        return LineupFile.model_validate(raw)
+        # By alias only: a snake_case key in a file is an unknown key, ignored like any other.
+        return LineupFile.model_validate(raw, by_alias=True, by_name=False)
     except ValidationError as error:
         # The checks above are meant to leave nothing for pydantic to refuse; if they ever
         # miss a case the user still gets a located message instead of a traceback.
@@ -298,141 +305,146 @@ def _key_path(path: str, key: str) -> str:
 def _check_json(raw: object) -> list[Issue]:
     """Find what Python's decoder let through but JSON forbids or leaves ambiguous."""
     issues: list[Issue] = []
-    # Iterative so a deeply nested file cannot exhaust the stack after json.loads managed it.
-    stack: list[tuple[object, str]] = [(raw, "$")]
+    # Iterative so a deeply nested file cannot exhaust the stack after json.loads managed it;
+    # an Issue on the stack is a finding queued so that issues come out in document order.
+    stack: list[tuple[object, str, int] | Issue] = [(raw, "$", 0)]
     while stack:
-        value, path = stack.pop()
-        if isinstance(value, _NotJson):
+        entry = stack.pop()
+        if isinstance(entry, Issue):
+            issues.append(entry)
+            continue
+        value, path, depth = entry
+        if depth > MAX_JSON_DEPTH and isinstance(value, dict | list):
+            message = f"nested more than {MAX_JSON_DEPTH} levels deep; no lineup needs that"
+            issues.append(Issue(path=path, message=message))
+        elif isinstance(value, _NotJson):
             issues.append(
                 Issue(path=path, message=f"{value.text} is not valid JSON; numbers must be finite")
             )
         elif isinstance(value, dict):
             mapping = cast("dict[str, object]", value)
-            if isinstance(mapping, _DuplicateKeys):
-                issues.extend(
-                    Issue(
-                        path=_key_path(path, key),
-                        message=f"key {key!r} appears more than once in the same object",
-                    )
-                    for key in dict.fromkeys(mapping.repeated)
-                )
-            stack.extend((item, _key_path(path, key)) for key, item in reversed(mapping.items()))
+            repeated = mapping.repeated if isinstance(mapping, _DuplicateKeys) else []
+            for key, item in reversed(mapping.items()):
+                stack.append((item, _key_path(path, key), depth + 1))
+                if key in repeated:
+                    message = f"key {key!r} appears more than once in the same object"
+                    stack.append(Issue(path=_key_path(path, key), message=message))
         elif isinstance(value, list):
             items = cast("list[object]", value)
-            stack.extend((items[i], f"{path}[{i}]") for i in reversed(range(len(items))))
+            stack.extend((items[i], f"{path}[{i}]", depth + 1) for i in reversed(range(len(items))))
     return issues
-
-
-_Check = Callable[[object], str | None]
-"""Returns None for an acceptable value, else what the key needs (e.g. "a string")."""
-
-
-def _string(value: object) -> str | None:
-    return None if isinstance(value, str) else "a string"
-
-
-def _name(value: object) -> str | None:
-    return None if isinstance(value, str) and value.strip() else "a non-empty string"
-
-
-def _string_or_null(value: object) -> str | None:
-    return None if value is None or isinstance(value, str) else "a string or null"
-
-
-def _boolean(value: object) -> str | None:
-    return None if isinstance(value, bool) else "true or false"
 
 
 def _whole(value: object, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-def _channel_number(value: object) -> str | None:
-    return None if _whole(value, 1, MAX_INT) else f"a whole number from 1 to {MAX_INT}"
+def _is_channel_number(value: object) -> bool:
+    return _whole(value, 1, MAX_INT)
 
 
-def _sort_index(value: object) -> str | None:
-    return None if _whole(value, -MAX_INT - 1, MAX_INT) else "a whole number"
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool)
 
 
-def _sort_index_or_null(value: object) -> str | None:
-    return None if value is None else _sort_index(value)
+def _is_name(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
 
 
-def _strings(value: object) -> str | None:
-    if isinstance(value, list) and all(
+def _is_optional_string(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _is_sort_index(value: object) -> bool:
+    return _whole(value, -MAX_INT - 1, MAX_INT)
+
+
+def _is_optional_sort_index(value: object) -> bool:
+    return value is None or _is_sort_index(value)
+
+
+def _is_strings(value: object) -> bool:
+    return isinstance(value, list) and all(
         isinstance(item, str) for item in cast("list[object]", value)
-    ):
-        return None
-    return "an array of strings"
+    )
 
 
-def _one_of(noun: str, allowed: tuple[str, ...]) -> _Check:
-    listed = ", ".join(repr(choice) for choice in allowed)
+class _Rule(NamedTuple):
+    """What one key of a file object must hold."""
 
-    def check(value: object) -> str | None:
-        if value in allowed:
+    key: str
+    required: bool
+    needs: str
+    accepts: Callable[[object], bool]
+    noun: str = ""
+    choices: tuple[str, ...] = ()
+
+    def problem(self, value: object) -> str | None:
+        if self.accepts(value):
             return None
-        hint = did_you_mean(value, allowed) if isinstance(value, str) else ""
-        return f"a known {noun}{hint}; allowed: {listed}"
+        if self.choices and isinstance(value, str):
+            listed = ", ".join(repr(choice) for choice in self.choices)
+            hint = did_you_mean(value, self.choices)
+            return f"unknown {self.noun} {value!r}{hint}; allowed: {listed}"
+        return f"{self.key} must be {self.needs}, got {describe_value(value)}"
 
-    return check
+
+def _choice(key: str, noun: str, choices: tuple[str, ...], *, required: bool = False) -> _Rule:
+    def accepts(value: object) -> bool:
+        return value in choices
+
+    needs = "one of " + ", ".join(repr(choice) for choice in choices)
+    return _Rule(key, required, needs, accepts, noun, choices)
 
 
-_PACKAGE_KEYS: tuple[tuple[str, bool, _Check], ...] = (
-    ("key", True, _name),
-    ("name", True, _name),
-    ("description", False, _string_or_null),
-    ("icon", False, _string_or_null),
-    ("tint", False, _string_or_null),
-    ("sortIndex", False, _sort_index_or_null),
+_NAME = "a non-empty string"
+_OPTIONAL_STRING = "a string or null"
+_FILE_RULES = (_Rule("exportedAt", False, "an ISO-8601 string or null", _is_optional_string),)
+_PACKAGE_RULES = (
+    _Rule("key", True, _NAME, _is_name),
+    _Rule("name", True, _NAME, _is_name),
+    _Rule("description", False, _OPTIONAL_STRING, _is_optional_string),
+    _Rule("icon", False, _OPTIONAL_STRING, _is_optional_string),
+    _Rule("tint", False, _OPTIONAL_STRING, _is_optional_string),
+    _Rule("sortIndex", False, "a whole number or null", _is_optional_sort_index),
 )
-_CHANNEL_KEYS: tuple[tuple[str, bool, _Check], ...] = (
-    ("number", True, _channel_number),
-    ("name", True, _name),
-    ("callsign", False, _string_or_null),
-    ("description", False, _string_or_null),
-    ("icon", False, _string_or_null),
-    ("tint", False, _string_or_null),
-    ("enabled", False, _boolean),
-    ("sortIndex", False, _sort_index),
-    ("ordering", False, _one_of("ordering", ORDERINGS)),
-    ("sortField", False, _one_of("sort field", SORT_FIELD_NAMES)),
-    ("sortDir", False, _one_of("sort direction", SORT_DIRS)),
-    ("bumperMode", False, _one_of("bumper mode", BUMPER_MODES)),
-    ("packageKey", False, _string_or_null),
+_CHANNEL_RULES = (
+    _Rule("number", True, f"a whole number from 1 to {MAX_INT}", _is_channel_number),
+    _Rule("name", True, _NAME, _is_name),
+    _Rule("callsign", False, _OPTIONAL_STRING, _is_optional_string),
+    _Rule("description", False, _OPTIONAL_STRING, _is_optional_string),
+    _Rule("icon", False, _OPTIONAL_STRING, _is_optional_string),
+    _Rule("tint", False, _OPTIONAL_STRING, _is_optional_string),
+    _Rule("enabled", False, "true or false", _is_bool),
+    _Rule("sortIndex", False, "a whole number", _is_sort_index),
+    _choice("ordering", "ordering", ORDERINGS),
+    _choice("sortField", "sort field", SORT_FIELD_NAMES),
+    _choice("sortDir", "sort direction", SORT_DIRS),
+    _choice("bumperMode", "bumper mode", BUMPER_MODES),
+    _Rule("packageKey", False, _OPTIONAL_STRING, _is_optional_string),
 )
-_DEFINITION_KEYS: tuple[tuple[str, bool, _Check], ...] = (
-    ("kind", True, _one_of("definition kind", DEFINITION_KINDS)),
-    ("mode", False, _one_of("definition mode", DEFINITION_MODES)),
-    ("sortIndex", False, _sort_index_or_null),
-    ("plexLibraryTitle", False, _string_or_null),
-    ("plexCollectionKey", False, _string_or_null),
-    ("plexPlaylistKey", False, _string_or_null),
-    ("manualItemKeys", False, _strings),
+_DEFINITION_RULES = (
+    _choice("kind", "definition kind", DEFINITION_KINDS, required=True),
+    _choice("mode", "definition mode", DEFINITION_MODES),
+    _Rule("sortIndex", False, "a whole number or null", _is_optional_sort_index),
+    _Rule("plexLibraryTitle", False, _OPTIONAL_STRING, _is_optional_string),
+    _Rule("plexCollectionKey", False, _OPTIONAL_STRING, _is_optional_string),
+    _Rule("plexPlaylistKey", False, _OPTIONAL_STRING, _is_optional_string),
+    _Rule("manualItemKeys", False, "an array of strings", _is_strings),
 )
 
 
-def _check_keys(
-    obj: dict[str, object], path: str, table: tuple[tuple[str, bool, _Check], ...]
-) -> list[Issue]:
+def _check_keys(obj: dict[str, object], path: str, rules: tuple[_Rule, ...]) -> list[Issue]:
     issues: list[Issue] = []
-    for key, required, check in table:
-        if key not in obj:
-            if required:
-                wanted = check(None) or "a value"
-                issues.append(
-                    Issue(path=f"{path}.{key}", message=f"missing required key {key!r} ({wanted})")
-                )
+    for rule in rules:
+        if rule.key not in obj:
+            if rule.required:
+                message = f"missing required key {rule.key!r} ({rule.needs})"
+                issues.append(Issue(path=f"{path}.{rule.key}", message=message))
             continue
-        wanted = check(obj[key])
-        if wanted is not None:
-            issues.append(
-                Issue(
-                    path=f"{path}.{key}",
-                    message=f"{key} must be {wanted}, got {describe_value(obj[key])}",
-                )
-            )
+        problem = rule.problem(obj[rule.key])
+        if problem is not None:
+            issues.append(Issue(path=f"{path}.{rule.key}", message=problem))
     return issues
 
 
@@ -478,14 +490,7 @@ def _check_file(raw: object) -> list[Issue]:
         return issues
     document = cast("dict[str, object]", raw)
     _check_version(document, issues)
-    if document.get("exportedAt") is not None and not isinstance(document["exportedAt"], str):
-        issues.append(
-            Issue(
-                path="$.exportedAt",
-                message="exportedAt must be an ISO-8601 string or null, "
-                f"got {describe_value(document['exportedAt'])}",
-            )
-        )
+    issues.extend(_check_keys(document, "$", _FILE_RULES))
     package_keys = _check_packages(
         _as_array(document, "packages", "$", issues, required=True), issues
     )
@@ -506,9 +511,9 @@ def _check_version(document: dict[str, object], issues: list[Issue]) -> None:
         )
         return
     version = document["version"]
-    if version == LINEUP_VERSION and _whole(version, LINEUP_VERSION, LINEUP_VERSION):
+    if _whole(version, LINEUP_VERSION, LINEUP_VERSION):
         return
-    if _whole(version, -(2**63), 2**63):
+    if isinstance(version, int) and not isinstance(version, bool):
         message = (
             f"unsupported lineup file version {version}; only version {LINEUP_VERSION} is supported"
         )
@@ -525,7 +530,7 @@ def _check_packages(packages: list[object], issues: list[Issue]) -> dict[str, in
         package = _as_object(entry, path, "a package", issues)
         if package is None:
             continue
-        issues.extend(_check_keys(package, path, _PACKAGE_KEYS))
+        issues.extend(_check_keys(package, path, _PACKAGE_RULES))
         key = package.get("key")
         if not isinstance(key, str) or not key.strip():
             continue
@@ -548,7 +553,7 @@ def _check_channel(
     channel = _as_object(entry, path, "a channel", issues)
     if channel is None:
         return
-    issues.extend(_check_keys(channel, path, _CHANNEL_KEYS))
+    issues.extend(_check_keys(channel, path, _CHANNEL_RULES))
     package_key = channel.get("packageKey")
     if isinstance(package_key, str) and package_key not in package_keys:
         hint = did_you_mean(package_key, list(package_keys))
@@ -569,7 +574,7 @@ def _check_definition(entry: object, path: str, issues: list[Issue]) -> None:
     definition = _as_object(entry, path, "a definition", issues)
     if definition is None:
         return
-    issues.extend(_check_keys(definition, path, _DEFINITION_KEYS))
+    issues.extend(_check_keys(definition, path, _DEFINITION_RULES))
     plex_filter = definition.get("plexFilter")
     if plex_filter is None:
         # A PREDICATE without a filter is legal: it means every item of the searched libraries.

@@ -210,26 +210,6 @@ def _natural_key(rating_key: str) -> tuple[tuple[str | int, ...], str]:
     return natural, rating_key
 
 
-class _Playable(NamedTuple):
-    """What the build loop needs of one usable pool item."""
-
-    rating_key: str
-    seconds: int
-    type: str
-    duration_ms: int
-    show_rating_key: str | None
-
-
-def _playable(item: MediaItem) -> _Playable:
-    return _Playable(
-        item.rating_key,
-        item_seconds(item.duration_ms),
-        item.type,
-        item.duration_ms,
-        item.show_rating_key,
-    )
-
-
 class BumperPlan(BaseModel):
     """Bumper lengths of a channel with bumpers on (the BumperConfig defaults of spec §1.8).
 
@@ -258,32 +238,48 @@ class BumperPlan(BaseModel):
         Returns:
             The bumper length in seconds, at least 1.
         """
-        return _break_seconds(self, _playable(previous), _playable(following))
+        if (
+            previous.type == "episode"
+            and following.type == "episode"
+            and previous.show_rating_key is not None
+            and previous.show_rating_key == following.show_rating_key
+        ):
+            seconds = self.quick_seconds
+        elif previous.type == "movie" or (
+            # The original treats a long item without a type as a movie; "show" is the only
+            # other type a pool item can carry, so it stands in for "untyped".
+            previous.type != "episode" and previous.duration_ms >= _MOVIE_LIKE_MS
+        ):
+            seconds = self.after_movie_seconds
+        elif (
+            following.type == "episode"
+            and following.duration_ms <= self.short_episode_minutes * 60_000
+        ):
+            seconds = self.quick_seconds
+        elif previous.type == "episode":
+            seconds = self.after_episode_seconds
+        else:
+            seconds = self.interstitial_seconds
+        return max(MIN_ITEM_SECONDS, seconds)
 
 
-def _break_seconds(plan: BumperPlan, previous: _Playable, following: _Playable) -> int:
-    if (
-        previous.type == "episode"
-        and following.type == "episode"
-        and previous.show_rating_key is not None
-        and previous.show_rating_key == following.show_rating_key
-    ):
-        seconds = plan.quick_seconds
-    elif previous.type == "movie" or (
-        # Only an item that is neither movie nor episode counts as "untyped"; long ones are
-        # treated as movies, as the original does for items without a type.
-        previous.type != "episode" and previous.duration_ms >= _MOVIE_LIKE_MS
-    ):
-        seconds = plan.after_movie_seconds
-    elif (
-        following.type == "episode" and following.duration_ms <= plan.short_episode_minutes * 60_000
-    ):
-        seconds = plan.quick_seconds
-    elif previous.type == "episode":
-        seconds = plan.after_episode_seconds
-    else:
-        seconds = plan.interstitial_seconds
-    return max(MIN_ITEM_SECONDS, seconds)
+def resolve_bumper_plan(
+    channel_mode: str, *, enabled: bool, config: BumperPlan | None = None
+) -> BumperPlan | None:
+    """The bumper plan a channel builds with (spec §5.4).
+
+    Args:
+        channel_mode: The channel's BumperMode (INHERIT, OFF, INTERSTITIAL_ONLY or FULL).
+        enabled: Whether the global bumper config is enabled.
+        config: The global config's lengths; the defaults when None.
+
+    Returns:
+        None when bumpers are disabled globally or the channel is OFF, else the plan. Every
+        other mode behaves the same today.
+    """
+    if not enabled or channel_mode == "OFF":
+        return None
+    return config if config is not None else BumperPlan()
 
 
 class ScheduleCursor(BaseModel):
@@ -344,24 +340,24 @@ class ScheduleBuild(BaseModel):
         return self.entries[-1].ends_at if self.entries else None
 
 
-_PassOrder = Callable[[int], Sequence[_Playable]]
+_PassOrder = Callable[[int], Sequence[MediaItem]]
 """Gives the order of one pass by index; a strategy layer (spec §5.6) would be another one."""
 
 
-def _by_rating_key(usable: Sequence[_Playable]) -> list[_Playable]:
-    if all(_is_canonical_decimal(playable.rating_key) for playable in usable):
+def _by_rating_key(usable: Sequence[MediaItem]) -> list[MediaItem]:
+    if all(_is_canonical_decimal(item.rating_key) for item in usable):
         # Plex rating keys are decimals without leading zeros. For those, distinct keys are
         # distinct numbers, so sorting on the number alone gives the general order (exact
         # duplicates stay in pool order either way), several times faster on a large pool.
-        return sorted(usable, key=lambda playable: int(playable.rating_key))
-    return sorted(usable, key=lambda playable: _natural_key(playable.rating_key))
+        return sorted(usable, key=lambda item: int(item.rating_key))
+    return sorted(usable, key=lambda item: _natural_key(item.rating_key))
 
 
 def _is_canonical_decimal(text: str) -> bool:
     return text.isascii() and text.isdigit() and (text[0] != "0" or text == "0")
 
 
-def _shuffle(items: list[_Playable], seed: int) -> list[_Playable]:
+def _shuffle(items: list[MediaItem], seed: int) -> list[MediaItem]:
     draw = Mulberry32(seed).draw
     for i in range(len(items) - 1, 0, -1):
         j = int(draw() * (i + 1))
@@ -369,13 +365,13 @@ def _shuffle(items: list[_Playable], seed: int) -> list[_Playable]:
     return items
 
 
-def _plain_order(usable: Sequence[_Playable], ordering: Ordering, seed: int) -> _PassOrder:
+def _plain_order(usable: Sequence[MediaItem], ordering: Ordering, seed: int) -> _PassOrder:
     if ordering == "SHUFFLE":
         # Sorting first makes the shuffle independent of the order Plex happened to return.
         ranked = _by_rating_key(usable)
-        cache: dict[int, list[_Playable]] = {}
+        cache: dict[int, list[MediaItem]] = {}
 
-        def shuffled(pass_index: int) -> list[_Playable]:
+        def shuffled(pass_index: int) -> list[MediaItem]:
             order = cache.get(pass_index)
             if order is None:
                 # Only the latest pass is ever asked for again, so keep one.
@@ -405,11 +401,7 @@ def pass_order(
         The pool's usable items in this pass's order.
     """
     usable = [item for item in pool if item.duration_ms > 0]
-    playables = [_playable(item) for item in usable]
-    # Keyed by identity: two items with equal fields are still two slots of the pass.
-    item_of = {id(playable): item for playable, item in zip(playables, usable, strict=True)}
-    order = _plain_order(playables, ordering, base_seed)(pass_index)
-    return [item_of[id(playable)] for playable in order]
+    return list(_plain_order(usable, ordering, base_seed)(pass_index))
 
 
 def build_schedule(
@@ -450,9 +442,10 @@ def build_schedule(
     """
     clock = epoch_seconds(start_at)
     seed = cursor.pass_seed if cursor is not None else mix(channel_seed, clock)
-    usable = [_playable(item) for item in pool if item.duration_ms > 0]
+    usable = [item for item in pool if item.duration_ms > 0]
+    order_of = _plain_order(usable, ordering, seed)
     if not usable:
-        return ScheduleBuild.model_construct(
+        return ScheduleBuild(
             entries=(),
             passes=0,
             pool_seconds=0,
@@ -460,7 +453,6 @@ def build_schedule(
             bumper_count=0,
             cursor=ScheduleCursor(pass_seed=seed, pass_index=0, pos=0),
         )
-    order_of = _plain_order(usable, ordering, seed)
     laid = _lay(
         order_of,
         clock=clock,
@@ -470,10 +462,12 @@ def build_schedule(
         pos=max(0, cursor.pos) if cursor is not None else 0,
         bumpers=bumpers,
     )
+    # model_construct: validating the build would walk every entry again, which is the cost
+    # _materialize exists to avoid.
     return ScheduleBuild.model_construct(
         entries=_materialize(laid.rows),
         passes=laid.passes,
-        pool_seconds=sum(playable.seconds for playable in usable),
+        pool_seconds=sum(item_seconds(item.duration_ms) for item in usable),
         covered_seconds=laid.covered,
         bumper_count=laid.bumper_count,
         cursor=ScheduleCursor(pass_seed=seed, pass_index=laid.pass_index, pos=laid.pos),
@@ -508,7 +502,7 @@ def _lay(
     covered = 0
     passes = 0
     bumper_count = 0
-    previous: _Playable | None = None
+    previous: MediaItem | None = None
     # A float bound keeps the per-item window test a single comparison when there is no window.
     limit = float("inf") if window is None else window
     while covered < target and len(rows) < MAX_ENTRIES:
@@ -520,21 +514,23 @@ def _lay(
             continue
         stopped_at: int | None = None
         for index in range(pos, len(order)):
+            # The cap is tested per program, not per row, so a bumper may take it one row over:
+            # that is the original's behaviour, and a program never loses its bumper.
             if covered >= limit or len(rows) >= MAX_ENTRIES:
                 stopped_at = index
                 break
-            playable = order[index]
+            item = order[index]
             if bumpers is not None and previous is not None:
-                gap = _break_seconds(bumpers, previous, playable)
-                append((clock, gap, None, playable.rating_key))
+                gap = bumpers.break_seconds(previous, item)
+                append((clock, gap, None, item.rating_key))
                 clock += gap
                 covered += gap
                 bumper_count += 1
-            seconds = playable.seconds
-            append((clock, seconds, playable.rating_key, None))
+            seconds = item_seconds(item.duration_ms)
+            append((clock, seconds, item.rating_key, None))
             clock += seconds
             covered += seconds
-            previous = playable
+            previous = item
         if stopped_at is not None:
             pos = stopped_at
             break
@@ -544,17 +540,19 @@ def _lay(
     return _Laid(rows, passes, covered, bumper_count, pass_index, pos)
 
 
-_ENTRY_FIELDS = frozenset(ScheduleEntry.model_fields)
+# Shared by every entry the builder makes: every field is always set, and pydantic copies this
+# set before it ever adds to it (model_copy), so no entry can change another's.
+_ENTRY_FIELDS_SET = set(ScheduleEntry.model_fields)
 _new_object = object.__new__
 _set_attribute = object.__setattr__
-_utc_from_timestamp = datetime.fromtimestamp
+_from_timestamp = datetime.fromtimestamp
 
 
 def _materialize(rows: list[_Row]) -> tuple[ScheduleEntry, ...]:
     # A full pass of a large pool is tens of thousands of rows built from the loop's own integer
-    # arithmetic. Validating them (or even model_construct, which walks the fields in Python)
-    # costs several times more than filling the instance the way model_construct does; the
-    # tests compare these entries with validated ones so a pydantic upgrade cannot drift.
+    # arithmetic. Validating them, or even model_construct (which walks the fields in Python),
+    # costs two to three times more than filling each instance the way model_construct does;
+    # the tests compare these entries with validated ones so a pydantic upgrade cannot drift.
     entries: list[ScheduleEntry] = []
     append = entries.append
     for start, seconds, rating_key, target in rows:
@@ -564,14 +562,14 @@ def _materialize(rows: list[_Row]) -> tuple[ScheduleEntry, ...]:
             "__dict__",
             {
                 "kind": "PROGRAM" if rating_key is not None else "BUMPER",
-                "starts_at": _utc_from_timestamp(start, UTC),
+                "starts_at": _from_timestamp(start, UTC),
                 "duration_seconds": seconds,
                 "rating_key": rating_key,
                 "bumper_kind": None if rating_key is not None else BUMPER_KIND_INTERSTITIAL,
                 "target_rating_key": target,
             },
         )
-        _set_attribute(entry, "__pydantic_fields_set__", set(_ENTRY_FIELDS))
+        _set_attribute(entry, "__pydantic_fields_set__", _ENTRY_FIELDS_SET)
         _set_attribute(entry, "__pydantic_extra__", None)
         _set_attribute(entry, "__pydantic_private__", None)
         append(entry)

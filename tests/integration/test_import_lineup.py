@@ -140,7 +140,7 @@ def test_collisions_are_renumbered_by_the_two_pass_rule(env, tmp_path: Path) -> 
 
 
 def test_channel_builds_overlap_but_never_more_than_four(env, tmp_path: Path) -> None:
-    store, emulator, instance = env
+    store, _, instance = env
     path = lineups.write(tmp_path, lineups.genre_lineup(10))
 
     ok, run_id = _run(instance, _config(path, dry_run=True))
@@ -198,9 +198,7 @@ def test_unreachable_plex_names_plex_url_and_imports_nothing(env, tmp_path: Path
     )
 
     assert not result.success
-    failure = next(
-        e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE
-    )
+    failure = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE)
     text = failure.step_failure_data.user_failure_data.description
     assert failure.step_key == "plan_import_lineup"
     assert "PLEX_URL" in text

@@ -1,0 +1,235 @@
+"""`make bench`: measured figures for the targets the issues set, written to BENCHMARKS.md.
+
+Import benchmark: a 50-channel `import_lineup` run against the Plex emulator with 20 ms added to
+every request, through Dagster's multiprocess executor with Postgres storage, once with the
+production start method (forkserver) and once with spawn, side by side in one process so the
+ratio is fair on a shared, noisy machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import sqlalchemy as sa
+
+from airwave_dagster import environment
+
+ROOT = Path(__file__).resolve().parent.parent
+CHANNELS = 50
+LATENCY_MS = 20
+LIBRARY_ITEMS = 5000
+BENCH_DATABASE = "airwave_bench"
+GENRES = (
+    "Action",
+    "Comedy",
+    "Drama",
+    "Horror",
+    "Science Fiction",
+    "Animation",
+    "Family",
+    "Documentary",
+    "Thriller",
+    "Romance",
+)
+
+
+def spawn_import_job() -> dg.JobDefinition:
+    """`import_lineup` with the spawn start method, for comparison."""
+    from airwave_dagster.definitions import production_resources
+    from ops.lineup_import import import_executor, import_lineup
+
+    return import_lineup.graph.to_job(
+        name="import_lineup_spawn",
+        executor_def=import_executor("spawn"),
+        resource_defs=production_resources(),
+    )
+
+
+def _lineup(count: int) -> dict[str, Any]:
+    channels = []
+    for i in range(count):
+        genre = GENRES[i % len(GENRES)]
+        children = [
+            {"type": "condition", "field": "genre", "op": "is", "value": genre},
+            {"type": "condition", "field": "year", "op": "gte", "value": str(1940 + i)},
+        ]
+        channels.append(
+            {
+                "number": 500 + i,
+                "name": f"{genre} since {1940 + i}",
+                "packageKey": f"bench-{i % 5}",
+                "definitions": [
+                    {
+                        "kind": "PREDICATE",
+                        "plexFilter": {
+                            "mediaTypes": ["movie", "show"],
+                            "filter": {"type": "group", "combinator": "and", "children": children},
+                        },
+                    }
+                ],
+            }
+        )
+    packages = [{"key": f"bench-{k}", "name": f"Bench {k}"} for k in range(5)]
+    return {"version": 1, "packages": packages, "channels": channels}
+
+
+def _stats(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{url}/__emulator/stats", timeout=5) as response:
+        return json.loads(response.read())
+
+
+def _reset_stats(url: str) -> None:
+    request = urllib.request.Request(f"{url}/__emulator/stats/reset", method="POST")
+    urllib.request.urlopen(request, timeout=5).close()
+
+
+def _reset_database(url: str) -> None:
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "TRUNCATE airwave.channel, airwave.channel_package, airwave.schedule_item, "
+                "airwave.media_item, airwave.import_trace, airwave.step_output CASCADE"
+            )
+        )
+    engine.dispose()
+
+
+def _run_import(
+    instance: dg.DagsterInstance, job_fn: Any, lineup_path: Path, plex_url: str, db_url: str
+) -> dict[str, Any]:
+    _reset_database(db_url)
+    _reset_stats(plex_url)
+    run_config = {"ops": {"plan_import_lineup": {"config": {"lineup_path": str(lineup_path)}}}}
+    started = time.perf_counter()
+    with dg.execute_job(
+        dg.reconstructable(job_fn), instance=instance, run_config=run_config
+    ) as result:
+        wall = time.perf_counter() - started
+        if not result.success:
+            raise RuntimeError(f"benchmark run {result.run_id} failed")
+        run_id = result.run_id
+    requests = _stats(plex_url)["total"]
+    engine = sa.create_engine(db_url, poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        builds = conn.execute(
+            sa.text(
+                "SELECT extract(epoch FROM finished_at - started_at) FROM airwave.import_trace "
+                "WHERE run_id = :r AND step_name = 'buildChannel'"
+            ),
+            {"r": run_id},
+        ).scalars()
+        durations = sorted(float(d) for d in builds)
+        created = conn.execute(sa.text("SELECT count(*) FROM airwave.channel")).scalar_one()
+        rows = conn.execute(sa.text("SELECT count(*) FROM airwave.schedule_item")).scalar_one()
+    engine.dispose()
+    return {
+        "wall_s": wall,
+        "channels": created,
+        "schedule_rows": rows,
+        "plex_requests": requests,
+        "requests_per_channel": requests / CHANNELS,
+        "build_median_s": durations[len(durations) // 2] if durations else 0.0,
+        "build_sum_s": sum(durations),
+    }
+
+
+def main() -> None:
+    """Run the benchmarks and write BENCHMARKS.md."""
+    from airwave_dagster.definitions import import_lineup_job
+
+    server = environment.start_private_postgres(environment.airwave_home())
+    db_url = environment.ensure_database(server, BENCH_DATABASE)
+    os.environ[environment.DATABASE_URL_ENV] = db_url
+    env = environment.prepare()
+    emulator = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "airwave_dagster.plex_emulator",
+            "--port",
+            str(port := environment._free_port()),
+            "--items",
+            str(LIBRARY_ITEMS),
+            "--latency-ms",
+            str(LATENCY_MS),
+            "--token",
+            "bench-token",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    plex_url = f"http://127.0.0.1:{port}"
+    os.environ[environment.PLEX_URL_ENV] = plex_url
+    os.environ[environment.PLEX_TOKEN_ENV] = "bench-token"
+    try:
+        deadline = time.monotonic() + 60
+        while not environment._emulator_alive(plex_url):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Plex emulator did not start")
+            time.sleep(0.1)
+        with tempfile.TemporaryDirectory() as tmp:
+            lineup_path = Path(tmp) / "bench-lineup.json"
+            lineup_path.write_text(json.dumps(_lineup(CHANNELS)))
+            with dg.DagsterInstance.get() as instance:
+                forkserver = _run_import(instance, import_lineup_job, lineup_path, plex_url, db_url)
+                spawn = _run_import(instance, spawn_import_job, lineup_path, plex_url, db_url)
+    finally:
+        emulator.terminate()
+        emulator.wait(timeout=10)
+    _write(forkserver, spawn, env)
+
+
+def _write(forkserver: dict[str, Any], spawn: dict[str, Any], env: environment.Environment) -> None:
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    cpu = os.cpu_count()
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Measured {when} on {platform.machine()} with {cpu} cores, Python "
+        f"{platform.python_version()}. Reproduce with `make bench` (writes this file).",
+        "",
+        f"## import_lineup: {CHANNELS} channels, Plex emulator with {LATENCY_MS} ms per request",
+        "",
+        f"Library of {LIBRARY_ITEMS:,} items; each channel is a genre + year filter over movies "
+        "and shows; Dagster multiprocess executor (at most 4 builds at once), Postgres storage, "
+        "the JSON IO manager. Both runs in one process, one after the other. Target: under 60 s.",
+        "",
+        "| start method | wall time | channels | schedule rows | Plex requests / channel "
+        "| build step median | Σ build steps |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, m in (("forkserver (production)", forkserver), ("spawn", spawn)):
+        lines.append(
+            f"| {name} | {m['wall_s']:.1f} s | {m['channels']} | {m['schedule_rows']} "
+            f"| {m['requests_per_channel']:.1f} | {m['build_median_s']:.2f} s "
+            f"| {m['build_sum_s']:.1f} s |"
+        )
+    ratio = spawn["wall_s"] / forkserver["wall_s"] if forkserver["wall_s"] else float("nan")
+    lines += [
+        "",
+        f"spawn / forkserver wall-time ratio: **{ratio:.2f}x**. Time per channel (wall / "
+        f"{CHANNELS}): forkserver {forkserver['wall_s'] / CHANNELS:.2f} s, spawn "
+        f"{spawn['wall_s'] / CHANNELS:.2f} s.",
+        "",
+        "Plex requests per channel counts every request the emulator served during the run "
+        "(library listing and vocabulary included) divided by the number of channels.",
+        "",
+    ]
+    (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,662 @@
+"""The Plex adapter: Airwave filters run as plexapi searches, results returned as domain items."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+from xml.etree.ElementTree import Element
+
+import dagster as dg
+from plexapi.exceptions import BadRequest, NotFound, PlexApiException, Unauthorized
+from plexapi.library import FilterChoice, FilteringField, LibrarySection
+from plexapi.server import PlexServer
+from pydantic import Field
+
+from airwave_dagster.domain.filters import (
+    ALLOWED_OPS,
+    FIELDS,
+    Condition,
+    FieldSpec,
+    FilterEnvelope,
+    FilterNode,
+    Group,
+)
+from airwave_dagster.domain.library import MEDIA_TYPES, Library, MediaItem
+
+logger = logging.getLogger(__name__)
+
+PLEX_URL_ENV = "PLEX_URL"
+PLEX_TOKEN_ENV = "PLEX_TOKEN"
+
+PAGE_SIZE = 2000
+"""Items per search page. Pools are read to the end, page after page: no cap on their size."""
+
+PLAYABLE_LIBTYPE = {"movie": "movie", "show": "episode"}
+"""What a library type resolves to: TV is always resolved at episode level."""
+
+EPISODE_LEVEL_ON_SHOWS = frozenset(
+    {"year", "decade", "director", "actor", "audienceRating", "criticRating"}
+)
+"""Fields the catalog queries at show level but the local evaluator reads from the episode.
+
+A resolved episode carries its own year, directors, cast and ratings, so on show libraries these
+fields are asked of the episode: the pool then equals what `evaluate` says about its items.
+"""
+
+LIST_FIELD_TYPES = frozenset({"tag", "resolution", "audioLanguage", "subtitleLanguage"})
+"""Plex field types whose filter values are choices (a tag id, a resolution key, a language)."""
+
+MATCH_CHOICE_BY_KEY = frozenset({"resolution", "audioLanguage", "subtitleLanguage"})
+"""List types whose item values are the choice keys ('1080', 'eng'); tags match by title."""
+
+HDR_TRANSFERS = {"smpte2084": "HDR10", "arib-std-b67": "HLG"}
+"""Video transfer characteristics that mean HDR (Dolby Vision is flagged separately)."""
+
+_NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)")
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_STATUS = re.compile(r"^\((\d{3})\)")
+
+Filters = dict[str, Any]
+"""A plexapi advanced-search `filters=` dict: `{"and"|"or": [...]}` or one `{field: value}`."""
+
+
+class PlexError(Exception):
+    """Plex could not answer a request (base of the adapter's errors)."""
+
+
+class PlexUnavailableError(PlexError):
+    """Plex could not be reached, timed out, or answered with a server error (5xx)."""
+
+
+class PlexAuthError(PlexError):
+    """Plex refused the token (401)."""
+
+
+class _Match(enum.Enum):
+    """A translated condition that needs no Plex term: it matches everything or nothing."""
+
+    ALL = "all"
+    NONE = "none"
+
+
+Translated = Filters | _Match
+
+
+@dataclass(frozen=True, slots=True)
+class _ShowFacts:
+    """What an episode inherits from its show (plexapi episodes carry no studio or genres, G12)."""
+
+    studio: str | None
+    genres: tuple[str, ...]
+    content_rating: str | None
+
+
+class PlexClient:
+    """Reads libraries and resolves channel pools through the real plexapi client.
+
+    One instance caches the section list, each section's filter vocabulary, the filter choices
+    per (section, field) and the show records of TV libraries, so repeated resolutions cost one
+    paged search per library. Instances are cheap; nothing is requested until the first call.
+
+    Args:
+        base_url: Base URL of the Plex Media Server.
+        token: The `X-Plex-Token`; never written to messages or logs.
+        timeout: Seconds to wait for each HTTP response.
+    """
+
+    def __init__(self, base_url: str, token: str, timeout: float = 30) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        self._timeout = timeout
+        self._plex: PlexServer | None = None
+        self._sections: list[LibrarySection] | None = None
+        self._choices: dict[tuple[int, str], list[FilterChoice]] = {}
+        self._fields: dict[tuple[int, str], FilteringField | None] = {}
+        self._shows: dict[int, dict[int, _ShowFacts]] = {}
+
+    def libraries(self) -> list[Library]:
+        """Every library section of the server, in server order.
+
+        Raises:
+            PlexUnavailableError: Plex cannot be reached or fails.
+            PlexAuthError: The token is refused.
+        """
+        return [
+            Library(key=str(section.key), title=section.title, type=section.type)
+            for section in self._all_sections()
+        ]
+
+    def resolve(
+        self,
+        plex_filter: dict[str, Any] | None,
+        *,
+        library_key: str | None = None,
+        sort: str = "titleSort:asc",
+    ) -> list[MediaItem]:
+        """Resolve one filter envelope to its playable items (spec/domain.md §2.5).
+
+        Each library costs one paged search: the whole filter tree travels as one nested
+        `filters=` dict, so OR branches and intersections are computed by Plex over the full
+        pool, not over capped pages. Movies resolve as movies, TV libraries as episodes.
+
+        Args:
+            plex_filter: The lineup file's `{"mediaTypes": [...], "filter": {...}}`; None means
+                every movie and TV library, unfiltered.
+            library_key: Search only this library when the server has it (the definition's
+                library remap); otherwise every library of the envelope's media types.
+            sort: Plex sort such as `titleSort:asc` (see `filters.plex_sort`), applied within
+                each library; TV libraries sort episodes.
+
+        Returns:
+            Items unique by rating key, libraries in server order, each sorted by `sort`.
+
+        Raises:
+            PlexUnavailableError: Plex cannot be reached or fails.
+            PlexAuthError: The token is refused.
+            PlexError: Plex rejects the search (for instance an unknown sort).
+        """
+        envelope = (
+            FilterEnvelope() if plex_filter is None else FilterEnvelope.model_validate(plex_filter)
+        )
+        found: dict[str, MediaItem] = {}
+        for section in self._target_sections(envelope.effective_media_types, library_key):
+            for item in self._search(section, envelope.filter, sort):
+                found.setdefault(item.rating_key, item)
+        return list(found.values())
+
+    def resolve_pool(
+        self,
+        definitions: Sequence[tuple[str, dict[str, Any] | None, str | None]],
+        *,
+        sort: str,
+    ) -> list[MediaItem]:
+        """Combine a channel's definitions into its pool (spec §2.6, decided in §8.1).
+
+        Definitions are applied in order: INCLUDE adds its items, EXCLUDE removes its items from
+        what earlier definitions added. Items keep the position of their first inclusion. This
+        is the one pool rule for dry runs and real builds alike.
+
+        Args:
+            definitions: `(mode, plex_filter, library_key)` in evaluation order.
+            sort: Plex sort applied within each library of each definition.
+
+        Returns:
+            The pool's items.
+        """
+        pool: dict[str, MediaItem] = {}
+        for mode, plex_filter, library_key in definitions:
+            if mode == "EXCLUDE":
+                if not pool:
+                    continue  # Nothing to remove yet: skip the search.
+                for item in self.resolve(plex_filter, library_key=library_key, sort=sort):
+                    pool.pop(item.rating_key, None)
+            else:
+                for item in self.resolve(plex_filter, library_key=library_key, sort=sort):
+                    pool.setdefault(item.rating_key, item)
+        return list(pool.values())
+
+    def tag_values(self, field: str, media_types: Sequence[str]) -> list[str]:
+        """The distinct values a tag field takes in the libraries of the given media types.
+
+        Args:
+            field: A tag field of the catalog (`genre`, `studio`, `network`, `resolution`…).
+            media_types: Library types to look in (`movie`, `show`); empty means both.
+
+        Returns:
+            Values usable in a condition on that field, sorted case-insensitively.
+
+        Raises:
+            ValueError: `field` is not a tag field of the catalog.
+        """
+        spec = FIELDS.get(field)
+        if spec is None or spec.kind != "tag":
+            raise ValueError(f"{field!r} is not a tag field of the filter catalog")
+        values: dict[str, str] = {}
+        for section in self._target_sections(tuple(media_types) or MEDIA_TYPES, None):
+            library_type = _library_type(section)
+            if library_type not in spec.applies:
+                continue
+            key = _plex_key(spec, library_type)
+            plex_field = self._field(section, key)
+            if plex_field is None:
+                continue
+            by_key = plex_field.type in MATCH_CHOICE_BY_KEY
+            for choice in self._choices_for(section, key):
+                value = choice.key if by_key else choice.title
+                if value:
+                    values.setdefault(value.lower(), value)
+        return sorted(values.values(), key=str.casefold)
+
+    def _server(self) -> PlexServer:
+        if self._plex is None:
+            with self._errors("connecting"):
+                self._plex = PlexServer(self.base_url, self._token, timeout=self._timeout)
+        return self._plex
+
+    def _all_sections(self) -> list[LibrarySection]:
+        if self._sections is None:
+            server = self._server()
+            with self._errors("listing libraries"):
+                self._sections = list(server.library.sections())
+        return self._sections
+
+    def _target_sections(
+        self, media_types: Sequence[str], library_key: str | None
+    ) -> list[LibrarySection]:
+        sections = [s for s in self._all_sections() if s.type in PLAYABLE_LIBTYPE]
+        if library_key is not None and any(str(s.key) == library_key for s in sections):
+            sections = [s for s in sections if str(s.key) == library_key]
+        return [s for s in sections if s.type in media_types]
+
+    def _search(
+        self, section: LibrarySection, node: FilterNode | None, sort: str
+    ) -> list[MediaItem]:
+        with self._errors(f"searching library {section.title!r}"):
+            translated = _Match.ALL if node is None else self._translate(node, section)
+            if translated is _Match.NONE:
+                return []
+            filters = None if translated is _Match.ALL else translated
+            # plexapi's search() cannot add includeElements=Stream, which HDR detection needs, so
+            # the key is built by its own (private) builder and fetched with the extra parameter.
+            key = section._buildSearchKey(
+                sort=sort, libtype=PLAYABLE_LIBTYPE[section.type], filters=filters
+            )
+            videos = section.fetchItems(
+                key, container_size=PAGE_SIZE, params={"includeElements": "Stream"}
+            )
+            for video in videos:
+                # Reading an attribute Plex left empty would cost a metadata request (G5).
+                video._autoReload = False
+            if section.type == "movie":
+                return [_movie_item(video, str(section.key)) for video in videos]
+            shows = self._show_facts(section) if videos else {}
+            return [_episode_item(video, str(section.key), shows) for video in videos]
+
+    def _show_facts(self, section: LibrarySection) -> dict[int, _ShowFacts]:
+        if section.key not in self._shows:
+            shows = section.search(libtype="show", container_size=PAGE_SIZE)
+            facts: dict[int, _ShowFacts] = {}
+            for show in shows:
+                show._autoReload = False  # see _search: no per-show reloads
+                facts[show.ratingKey] = _ShowFacts(
+                    studio=show.studio,
+                    genres=_tags(show._data, "Genre"),
+                    content_rating=show.contentRating,
+                )
+            self._shows[section.key] = facts
+        return self._shows[section.key]
+
+    def _translate(self, node: FilterNode, section: LibrarySection) -> Translated:
+        if isinstance(node, Group):
+            return self._group(node, section)
+        return self._condition(node, section)
+
+    def _group(self, group: Group, section: LibrarySection) -> Translated:
+        # Short-circuit: once the outcome is fixed, later children need no choice lookups.
+        decisive = _Match.ALL if group.combinator == "or" else _Match.NONE
+        parts: list[Translated] = []
+        for child in group.children:
+            part = self._translate(child, section)
+            if part is decisive:
+                return decisive
+            parts.append(part)
+        return _combine(group.combinator, parts)
+
+    def _condition(self, condition: Condition, section: LibrarySection) -> Translated:
+        spec = FIELDS.get(condition.field)
+        library_type = _library_type(section)
+        if (
+            spec is None
+            or condition.op not in ALLOWED_OPS[spec.kind]
+            or library_type not in spec.applies
+        ):
+            return _Match.NONE
+        if spec.name == "title" and library_type == "show":
+            # The local evaluator matches the episode title or the show title.
+            parts = [
+                self._text(section, f"{level}.title", condition) for level in ("show", "episode")
+            ]
+            return _combine("or" if condition.op == "contains" else "and", parts)
+        key = _plex_key(spec, library_type)
+        if spec.name == "decade":
+            # decade = year // 10 * 10, so each comparison becomes an inclusive range of years.
+            return self._decade(section, key.replace("decade", "year"), condition)
+        if spec.kind == "text":
+            return self._text(section, key, condition)
+        plex_field = self._field(section, key)
+        if plex_field is None:
+            logger.warning("Plex offers no filter %r on %r: it matches nothing", key, section.title)
+            return _Match.NONE
+        if spec.kind in ("tag", "string"):
+            return self._tag(section, plex_field, condition)
+        if spec.kind == "int":
+            return _number_term(key, condition, minutes=spec.name == "duration")
+        if spec.kind == "date":
+            return _date_term(key, condition)
+        if spec.kind == "recency":
+            return _recency_term(key, condition.value)
+        return _bool_term(key, condition.value)
+
+    def _text(self, section: LibrarySection, key: str, condition: Condition) -> Translated:
+        if self._field(section, key) is None:
+            return _Match.NONE
+        suffix = "!" if condition.op == "notContains" else ""
+        return {f"{key}{suffix}": condition.value}
+
+    def _tag(
+        self, section: LibrarySection, plex_field: FilteringField, condition: Condition
+    ) -> Translated:
+        key = plex_field.key
+        negate = condition.op == "isNot"
+        if plex_field.type not in LIST_FIELD_TYPES:
+            # String-typed Plex fields (studio, editionTitle) have an exact "is" / "is not".
+            return {f"{key}{'!=' if negate else '='}": condition.value}
+        choices = self._choices_for(section, key)
+        by_key = plex_field.type in MATCH_CHOICE_BY_KEY
+        choice = _find_choice(choices, condition.value, by_key=by_key)
+        if choice is None:
+            # A value this library does not have: "is" finds nothing, "is not" keeps everything.
+            return _Match.ALL if negate else _Match.NONE
+        if not negate:
+            return {key: choice}
+        operators = {operator.key for operator in section.listOperators(plex_field.type)}
+        if "!=" in operators:
+            return {f"{key}!": choice}
+        # Resolution has no "is not" in Plex (only "is"): ask for every other value instead.
+        others = [c for c in choices if c is not choice]
+        return {key: others} if others else _Match.NONE
+
+    def _decade(self, section: LibrarySection, year_key: str, condition: Condition) -> Translated:
+        number = _parse_number(condition.value)
+        if number is None or self._field(section, year_key) is None:
+            return _Match.NONE
+        return _decade_term(year_key, condition.op, number)
+
+    def _field(self, section: LibrarySection, key: str) -> FilteringField | None:
+        cache_key = (section.key, key)
+        if cache_key not in self._fields:
+            libtype = key.split(".", 1)[0] if "." in key else section.TYPE
+            fields = section.listFields(libtype)
+            self._fields[cache_key] = next((f for f in fields if f.key == key), None)
+        return self._fields[cache_key]
+
+    def _choices_for(self, section: LibrarySection, key: str) -> list[FilterChoice]:
+        cache_key = (section.key, key)
+        if cache_key not in self._choices:
+            try:
+                self._choices[cache_key] = list(section.listFilterChoices(key))
+            except NotFound:
+                # The field has no value list on this server: no value can be matched.
+                self._choices[cache_key] = []
+        return self._choices[cache_key]
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        """Turn transport and plexapi failures into the adapter's errors, token kept out."""
+        try:
+            yield
+        except Unauthorized as error:
+            raise PlexAuthError(
+                f"Plex at {self.base_url} refused the token while {action} (401 Unauthorized). "
+                f"Check {PLEX_TOKEN_ENV} (and that {PLEX_URL_ENV} is the right server)."
+            ) from error
+        except OSError as error:
+            # requests' ConnectionError and Timeout are OSErrors.
+            raise PlexUnavailableError(
+                f"Plex is unavailable at {self.base_url} while {action}: {self._clean(error)}. "
+                f"Check that the server is running and that {PLEX_URL_ENV} points at it."
+            ) from error
+        except BadRequest as error:
+            status = _status_of(error)
+            if status is not None and status >= 500:
+                raise PlexUnavailableError(
+                    f"Plex at {self.base_url} failed while {action} (HTTP {status}). "
+                    f"Check the server behind {PLEX_URL_ENV}."
+                ) from error
+            raise PlexError(
+                f"Plex at {self.base_url} rejected a request while {action}: "
+                f"{self._clean(error)} ({PLEX_URL_ENV})"
+            ) from error
+        except PlexApiException as error:
+            raise PlexError(
+                f"Plex at {self.base_url} failed while {action}: {self._clean(error)} "
+                f"({PLEX_URL_ENV})"
+            ) from error
+
+    def _clean(self, error: BaseException) -> str:
+        text = str(error)
+        return text.replace(self._token, "***") if self._token else text
+
+
+class PlexResource(dg.ConfigurableResource):
+    """The Plex Media Server whose libraries channels draw from, read through plexapi.
+
+    Every call goes through a `PlexClient` built by `get_client()`; the client caches the section
+    list and filter choices, so an op should keep one client for its whole step.
+
+    Examples:
+        plex = PlexResource(base_url=dg.EnvVar("PLEX_URL"), token=dg.EnvVar("PLEX_TOKEN"))
+    """
+
+    base_url: str = Field(description="Base URL of the Plex Media Server, e.g. http://host:32400.")
+    token: str = Field(description="X-Plex-Token for the server; a secret, set from PLEX_TOKEN.")
+    timeout_seconds: float = Field(default=30.0, description="Seconds to wait for each response.")
+
+    def get_client(self) -> PlexClient:
+        """A new client for this server (connects on first use)."""
+        return PlexClient(self.base_url, self.token, timeout=self.timeout_seconds)
+
+
+def _library_type(section: LibrarySection) -> str:
+    return "movie" if section.type == "movie" else "show"
+
+
+def _plex_key(spec: FieldSpec, library_type: str) -> str:
+    """The Plex filter key of a field on a library type: `genre`, `show.genre`, `episode.year`."""
+    if library_type == "movie":
+        return spec.plex_name
+    level = "episode" if spec.name in EPISODE_LEVEL_ON_SHOWS else spec.tv_level
+    return f"{level}.{spec.plex_name}"
+
+
+def _combine(combinator: str, parts: Sequence[Translated]) -> Translated:
+    """AND / OR of translated parts; an empty AND matches everything, an empty OR nothing."""
+    if combinator == "or":
+        if any(part is _Match.ALL for part in parts):
+            return _Match.ALL
+        kept = [part for part in parts if isinstance(part, dict)]
+        if not kept:
+            return _Match.NONE
+    else:
+        if any(part is _Match.NONE for part in parts):
+            return _Match.NONE
+        kept = [part for part in parts if isinstance(part, dict)]
+        if not kept:
+            return _Match.ALL
+    return kept[0] if len(kept) == 1 else {combinator: kept}
+
+
+def _find_choice(
+    choices: Sequence[FilterChoice], value: str, *, by_key: bool
+) -> FilterChoice | None:
+    """The choice whose key (resolutions, languages) or title (tags) equals the value, any case.
+
+    The other attribute is the fallback, as plexapi itself accepts either.
+    """
+    wanted = value.lower()
+    for attribute in ("key", "title") if by_key else ("title", "key"):
+        for choice in choices:
+            if (getattr(choice, attribute) or "").lower() == wanted:
+                return choice
+    return None
+
+
+def _parse_number(text: str) -> float | None:
+    """A number as the local evaluator reads it; anything else matches nothing."""
+    return float(text) if _NUMBER.fullmatch(text) else None
+
+
+def _plain(number: float) -> int | float:
+    return int(number) if number.is_integer() else number
+
+
+def _number_term(key: str, condition: Condition, *, minutes: bool) -> Translated:
+    number = _parse_number(condition.value)
+    if number is None:
+        return _Match.NONE
+    if minutes:
+        milliseconds = number * 60_000
+        nearest = round(milliseconds)
+        if abs(milliseconds - nearest) < 1e-6:
+            milliseconds = nearest
+        if condition.op == "is" and not float(milliseconds).is_integer():
+            return _Match.NONE
+        rounder = math.floor if condition.op == "lte" else math.ceil
+        number = float(rounder(milliseconds))
+    value = _plain(number)
+    if condition.op == "is":
+        return {key: value}
+    # Plex's >> and << are strict (G13): "at least" is "equal or greater".
+    strict = ">>" if condition.op == "gte" else "<<"
+    return {"or": [{key: value}, {f"{key}{strict}": value}]}
+
+
+def _decade_term(year_key: str, op: str, decade: float) -> Translated:
+    if op == "is":
+        if not decade.is_integer() or decade % 10:
+            return _Match.NONE
+        first = int(decade)
+        return {"and": [{f"{year_key}>>": first - 1}, {f"{year_key}<<": first + 10}]}
+    if op == "gte":
+        return {f"{year_key}>>": math.ceil(decade / 10) * 10 - 1}
+    return {f"{year_key}<<": math.floor(decade / 10) * 10 + 10}
+
+
+def _date_term(key: str, condition: Condition) -> Translated:
+    day = _parse_day(condition.value)
+    if day is None:
+        return _Match.NONE
+    # plexapi sends datetimes as epoch seconds of local time, as it does 'YYYY-MM-DD' strings.
+    midnight = datetime(day.year, day.month, day.day)  # local time, on purpose
+    if condition.op == "lte":
+        return {f"{key}<<": midnight + timedelta(days=1)}
+    return {f"{key}>>": midnight - timedelta(seconds=1)}
+
+
+def _parse_day(text: str) -> date | None:
+    if not _DAY.fullmatch(text):
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def _recency_term(key: str, value: str) -> Translated:
+    number = _parse_number(value)
+    if number is None:
+        return _Match.NONE
+    return {f"{key}>>": f"-{max(0, round(number))}d"}
+
+
+def _bool_term(key: str, value: str) -> Translated:
+    folded = value.strip().lower()
+    if folded in ("true", "1"):
+        return {key: True}
+    if folded in ("false", "0"):
+        return {key: False}
+    return _Match.NONE
+
+
+def _status_of(error: BaseException) -> int | None:
+    match = _STATUS.match(str(error))
+    return int(match.group(1)) if match else None
+
+
+def _day_text(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.strftime("%Y-%m-%d")
+
+
+def _iso(moment: datetime | None) -> str | None:
+    # plexapi gives naive local datetimes (fold set), so astimezone recovers the exact instant.
+    return None if moment is None else moment.astimezone(UTC).isoformat()
+
+
+def _tags(element: Element, name: str) -> tuple[str, ...]:
+    """Tag titles (`Genre`, `Director`, `Role`…) of an item element, in Plex's order.
+
+    plexapi builds one object per tag on access (about a millisecond per item with a cast
+    list); the titles are read from the element plexapi already parsed instead.
+    """
+    return tuple(tag.attrib["tag"] for tag in element.findall(name) if "tag" in tag.attrib)
+
+
+def _picture(element: Element) -> tuple[str | None, str | None, bool]:
+    """Resolution, HDR format and Dolby Vision flag of the item's first media version."""
+    media = element.find("Media")
+    if media is None:
+        return None, None, False
+    stream = next((s for s in media.iter("Stream") if s.attrib.get("streamType") == "1"), None)
+    if stream is None:
+        return media.attrib.get("videoResolution"), None, False
+    dovi = stream.attrib.get("DOVIPresent") in ("1", "true")
+    transfer = stream.attrib.get("colorTrc")
+    hdr = "Dolby Vision" if dovi else HDR_TRANSFERS.get(transfer or "")
+    return media.attrib.get("videoResolution"), hdr, dovi
+
+
+def _common(video: Any, library_key: str) -> dict[str, Any]:
+    element: Element = video._data  # the <Video> element plexapi parsed this object from
+    resolution, hdr, dovi = _picture(element)
+    return {
+        "rating_key": str(video.ratingKey),
+        "title": video.title,
+        "duration_ms": video.duration or 0,
+        "year": video.year,
+        "originally_available_at": _day_text(video.originallyAvailableAt),
+        "added_at": _iso(video.addedAt),
+        "library_key": library_key,
+        "summary": video.summary or None,
+        "directors": _tags(element, "Director"),
+        "cast": _tags(element, "Role"),
+        "audience_rating": video.audienceRating,
+        "critic_rating": video.rating,
+        "resolution": resolution,
+        "hdr": hdr,
+        "dovi": dovi,
+        "view_count": video.viewCount or 0,
+    }
+
+
+def _movie_item(video: Any, library_key: str) -> MediaItem:
+    return MediaItem(
+        type="movie",
+        studio=video.studio,
+        content_rating=video.contentRating,
+        genres=_tags(video._data, "Genre"),
+        **_common(video, library_key),
+    )
+
+
+def _episode_item(video: Any, library_key: str, shows: dict[int, _ShowFacts]) -> MediaItem:
+    show = shows.get(video.grandparentRatingKey)
+    return MediaItem(
+        type="episode",
+        studio=show.studio if show else None,
+        content_rating=video.contentRating or (show.content_rating if show else None),
+        genres=show.genres if show else (),
+        show_title=video.grandparentTitle,
+        show_rating_key=None
+        if video.grandparentRatingKey is None
+        else str(video.grandparentRatingKey),
+        season=video.parentIndex,
+        episode=video.index,
+        **_common(video, library_key),
+    )
