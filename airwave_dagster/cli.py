@@ -16,8 +16,9 @@ from rich.table import Table
 
 from airwave_dagster import environment
 
-stdout = Console()
-stderr = Console(stderr=True)
+# Reports are tables; keep them readable when piped or captured (no terminal width to go by).
+stdout = Console(width=None if sys.stdout.isatty() else 140)
+stderr = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
 
 DEMO_LINEUP = Path(__file__).resolve().parent / "data" / "demo_lineup.json"
 
@@ -119,7 +120,12 @@ def _run_import(
     }
     if select is not None:
         config["selected_numbers"] = select
-    run_config = {"ops": {"plan_import_lineup": {"config": config}}}
+    run_config = {
+        "ops": {"plan_import_lineup": {"config": config}},
+        # The run worker shares this terminal; the CLI shows progress itself, and the full event
+        # log stays in the UI.
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+    }
     tags = {"airwave/lineup": path.name, "airwave/dry_run": str(dry_run).lower()}
     instance = _instance()
     with launcher.workspace(instance) as context:

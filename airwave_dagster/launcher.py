@@ -9,26 +9,59 @@ dev`), or straight to the run launcher otherwise, so the CLI works without the d
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 import dagster as dg
 from dagster._core.remote_representation.external import RemoteJob
 from dagster._core.workspace.context import BaseWorkspaceRequestContext, WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 
-from airwave_dagster.environment import project_root
+from airwave_dagster.environment import airwave_home, project_root
 
 LOCATION_NAME = "airwave"
 _DAEMON_FRESH_SECONDS = 60
 
 
 @contextmanager
+def _children_write_to(log_path: Path) -> Iterator[None]:
+    """Point fds 1 and 2 at a log file while child processes are started.
+
+    The code server started here launches run workers, which print every event to the stdout
+    they inherit. That would flood the CLI's own output (and break `--json`), so the children
+    get the log file instead; the full event log is in Postgres and the UI anyway.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with log_path.open("ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+@contextmanager
 def workspace(instance: dg.DagsterInstance) -> Iterator[BaseWorkspaceRequestContext]:
-    """A request context over the project's `workspace.yaml` (starts a code server)."""
+    """A request context over the project's `workspace.yaml` (starts a code server).
+
+    The code server's output, and that of the run workers it launches, goes to
+    `.airwave/logs/code-server.log`.
+    """
     target = WorkspaceFileTarget(paths=[str(project_root() / "workspace.yaml")])
-    with WorkspaceProcessContext(instance, target) as process_context:
+    with _children_write_to(airwave_home() / "logs" / "code-server.log"):
+        process_context = WorkspaceProcessContext(instance, target)
+    with process_context:
         yield process_context.create_request_context()
 
 

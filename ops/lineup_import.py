@@ -1,7 +1,5 @@
 """The `import_lineup` job: plan → create packages → build channels (fan-out of 4) → report."""
 
-from __future__ import annotations
-
 import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,9 +14,9 @@ from airwave_dagster.domain.import_plan import ImportPlan, PlannedChannel, plan_
 from airwave_dagster.domain.lineup_file import MAX_LINEUP_BYTES, parse_lineup
 from airwave_dagster.domain.schedule import (
     INITIAL_WINDOW_SECONDS,
-    BumperPlan,
     build_schedule,
     channel_seed,
+    resolve_bumper_plan,
 )
 from resources.database import DatabaseResource
 from resources.plex import PlexError, PlexResource
@@ -300,10 +298,6 @@ def create_packages(
         )
 
 
-def _bumpers_for(mode: str) -> BumperPlan | None:
-    return None if mode == "OFF" else BumperPlan()
-
-
 @dg.op(
     retry_policy=dg.RetryPolicy(max_retries=2, delay=1.0, backoff=dg.Backoff.EXPONENTIAL),
     code_version=OP_VERSION,
@@ -367,7 +361,7 @@ def build_channel(
                     channel_seed=seed,
                     start_at=started,
                     window_seconds=INITIAL_WINDOW_SECONDS,
-                    bumpers=_bumpers_for(planned.bumper_mode),
+                    bumpers=resolve_bumper_plan(planned.bumper_mode, enabled=True),
                 )
                 result.schedule_slots = store.write_schedule(
                     creation.channel_id,

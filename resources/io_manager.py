@@ -1,7 +1,5 @@
 """Op outputs stored as JSON in PostgreSQL, validated against their declared type when loaded."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import dagster as dg

@@ -117,9 +117,9 @@ class PlexClient:
         self._timeout = timeout
         self._plex: PlexServer | None = None
         self._sections: list[LibrarySection] | None = None
-        self._choices: dict[tuple[int, str], list[FilterChoice]] = {}
-        self._fields: dict[tuple[int, str], FilteringField | None] = {}
-        self._shows: dict[int, dict[int, _ShowFacts]] = {}
+        self._choices: dict[tuple[str, str], list[FilterChoice]] = {}
+        self._fields: dict[tuple[str, str], FilteringField | None] = {}
+        self._shows: dict[str, dict[int, _ShowFacts]] = {}
 
     def libraries(self) -> list[Library]:
         """Every library section of the server, in server order.
@@ -129,7 +129,7 @@ class PlexClient:
             PlexAuthError: The token is refused.
         """
         return [
-            Library(key=str(section.key), title=section.title, type=section.type)
+            Library(key=_key(section), title=section.title, type=section.type)
             for section in self._all_sections()
         ]
 
@@ -251,8 +251,8 @@ class PlexClient:
         self, media_types: Sequence[str], library_key: str | None
     ) -> list[LibrarySection]:
         sections = [s for s in self._all_sections() if s.type in PLAYABLE_LIBTYPE]
-        if library_key is not None and any(str(s.key) == library_key for s in sections):
-            sections = [s for s in sections if str(s.key) == library_key]
+        if library_key is not None and any(_key(s) == library_key for s in sections):
+            sections = [s for s in sections if _key(s) == library_key]
         return [s for s in sections if s.type in media_types]
 
     def _search(
@@ -268,19 +268,19 @@ class PlexClient:
             key = section._buildSearchKey(
                 sort=sort, libtype=PLAYABLE_LIBTYPE[section.type], filters=filters
             )
-            videos = section.fetchItems(
+            videos: list[Any] = section.fetchItems(
                 key, container_size=PAGE_SIZE, params={"includeElements": "Stream"}
             )
             for video in videos:
                 # Reading an attribute Plex left empty would cost a metadata request (G5).
                 video._autoReload = False
             if section.type == "movie":
-                return [_movie_item(video, str(section.key)) for video in videos]
+                return [_movie_item(video, _key(section)) for video in videos]
             shows = self._show_facts(section) if videos else {}
-            return [_episode_item(video, str(section.key), shows) for video in videos]
+            return [_episode_item(video, _key(section), shows) for video in videos]
 
     def _show_facts(self, section: LibrarySection) -> dict[int, _ShowFacts]:
-        if section.key not in self._shows:
+        if _key(section) not in self._shows:
             shows = section.search(libtype="show", container_size=PAGE_SIZE)
             facts: dict[int, _ShowFacts] = {}
             for show in shows:
@@ -290,8 +290,8 @@ class PlexClient:
                     genres=_tags(show._data, "Genre"),
                     content_rating=show.contentRating,
                 )
-            self._shows[section.key] = facts
-        return self._shows[section.key]
+            self._shows[_key(section)] = facts
+        return self._shows[_key(section)]
 
     def _translate(self, node: FilterNode, section: LibrarySection) -> Translated:
         if isinstance(node, Group):
@@ -380,7 +380,7 @@ class PlexClient:
         return _decade_term(year_key, condition.op, number)
 
     def _field(self, section: LibrarySection, key: str) -> FilteringField | None:
-        cache_key = (section.key, key)
+        cache_key = (_key(section), key)
         if cache_key not in self._fields:
             libtype = key.split(".", 1)[0] if "." in key else section.TYPE
             fields = section.listFields(libtype)
@@ -388,7 +388,7 @@ class PlexClient:
         return self._fields[cache_key]
 
     def _choices_for(self, section: LibrarySection, key: str) -> list[FilterChoice]:
-        cache_key = (section.key, key)
+        cache_key = (_key(section), key)
         if cache_key not in self._choices:
             try:
                 self._choices[cache_key] = list(section.listFilterChoices(key))
@@ -452,6 +452,11 @@ class PlexResource(dg.ConfigurableResource):
     def get_client(self) -> PlexClient:
         """A new client for this server (connects on first use)."""
         return PlexClient(self.base_url, self.token, timeout=self.timeout_seconds)
+
+
+def _key(section: LibrarySection) -> str:
+    """The section key as the domain writes it ('1')."""
+    return str(section.key)
 
 
 def _library_type(section: LibrarySection) -> str:

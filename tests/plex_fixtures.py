@@ -71,7 +71,9 @@ def expected_pool(
     for fields the local evaluator does not support. Libraries come in section order, each
     sorted by `sort`.
     """
-    envelope = FilterEnvelope() if plex_filter is None else FilterEnvelope.model_validate(plex_filter)
+    envelope = (
+        FilterEnvelope() if plex_filter is None else FilterEnvelope.model_validate(plex_filter)
+    )
     media_types = envelope.effective_media_types
     sections = [s for s in library.sections if s.type in media_types]
     if library_key is not None and any(str(s.key) == library_key for s in library.sections):

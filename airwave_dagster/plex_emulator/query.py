@@ -149,6 +149,8 @@ def result_type(section_type: str, type_number: int | None) -> str:
 class _Group:
     """A push/pop group: OR of runs, each run an AND of nodes (AND binds tighter)."""
 
+    joined_by: str = "and"
+    """How this group joins the group around it: the connector seen before its `push`."""
     runs: list[list[Predicate]] = field(default_factory=list)
 
     def add(self, connector: str, node: Predicate) -> None:
@@ -188,13 +190,14 @@ class Compiler:
         connector = "and"
         for term in terms:
             if term.name == "push":
-                stack.append(_Group())
+                stack.append(_Group(joined_by=connector))
+                connector = "and"
                 continue
             if term.name == "pop":
                 if len(stack) == 1:
                     raise QueryError("pop without push")
                 group = stack.pop()
-                stack[-1].add(connector, group.predicate())
+                stack[-1].add(group.joined_by, group.predicate())
                 connector = "and"
                 continue
             if term.name in ("and", "or"):

@@ -7,13 +7,14 @@ import logging
 import random
 import signal
 import socket
+import sys
 import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, cast
 
 from airwave_dagster.plex_emulator.app import PlexApp, Request, Response, unquoted_path
 from airwave_dagster.plex_emulator.dataset import EmulatedLibrary, build_library
@@ -121,6 +122,14 @@ class EmulatorServer(ThreadingHTTPServer):
             except OSError:
                 logger.debug("connection already closed")
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Log a failed connection instead of printing it (clients hanging up are routine)."""
+        error = sys.exc_info()[1]
+        if isinstance(error, BrokenPipeError | ConnectionResetError):
+            logger.debug("client %s hung up before the answer was sent", client_address)
+        else:
+            logger.exception("connection from %s failed", client_address)
+
     def should_fail(self) -> bool:
         """Draw the next fault decision."""
         if self.options.fail_all:
@@ -134,7 +143,10 @@ class EmulatorServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     # HTTP/1.1 keeps connections alive; requests.Session reuses them, so Content-Length is a must.
     protocol_version = "HTTP/1.1"
-    server: EmulatorServer
+
+    @property
+    def emulator(self) -> EmulatorServer:
+        return cast("EmulatorServer", self.server)
 
     def do_GET(self) -> None:
         self._serve("GET")
@@ -164,14 +176,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(self._control(method, path))
             return
         response = self._answer(method, path, query)
-        self.server.stats.record(response.kind, response.status)
+        self.emulator.stats.record(response.kind, response.status)
         self._send(response)
 
     def _answer(self, method: str, path: str, query: str) -> Response:
-        options = self.server.options
+        options = self.emulator.options
         if options.latency_ms > 0:
             time.sleep(options.latency_ms / 1000)
-        if self.server.should_fail():
+        if self.emulator.should_fail():
             return _text(500, "Injected failure", "fault")
         if method != "GET":
             return _text(405, "The emulator is read-only", "not_allowed")
@@ -181,17 +193,17 @@ class _Handler(BaseHTTPRequestHandler):
         if token != options.token:
             return _text(401, "Unauthorized", "unauthorized")
         try:
-            return self.server.app.handle(Request(path, query, dict(self.headers.items())))
+            return self.emulator.app.handle(Request(path, query, dict(self.headers.items())))
         except Exception:
             logger.exception("emulator failed on %s", self.path)
             return _text(500, "Emulator error", "error")
 
     def _control(self, method: str, path: str) -> Response:
         if method == "GET" and path == STATS_PATH:
-            body = json.dumps(self.server.stats.snapshot()).encode()
+            body = json.dumps(self.emulator.stats.snapshot()).encode()
             return Response(200, body, "application/json", "control")
         if method == "POST" and path == RESET_PATH:
-            self.server.stats.reset()
+            self.emulator.stats.reset()
             return Response(200, b'{"reset": true}', "application/json", "control")
         return _text(404, "Unknown emulator control", "control")
 
@@ -307,8 +319,12 @@ def start_emulator(
     )
     app = PlexApp(served, truncate_tags=lambda: options.truncate_tags)
     server = EmulatorServer((host, port), app, options, RequestStats(), served.seed)
+    # A short poll interval makes stop() quick; idle polling costs nothing measurable.
     thread = threading.Thread(
-        target=server.serve_forever, name=f"plex-emulator-{server.server_address[1]}", daemon=True
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.05},
+        name=f"plex-emulator-{server.server_address[1]}",
+        daemon=True,
     )
     thread.start()
     return EmulatorHandle(server, thread, served)

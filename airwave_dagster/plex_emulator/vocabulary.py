@@ -238,6 +238,7 @@ FIELDS: dict[str, dict[str, FieldDef]] = {
             LABEL,
             DIRECTOR,
             WRITER,
+            PRODUCER,
             ACTOR,
             COUNTRY,
             CONTENT_RATING,
