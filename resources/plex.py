@@ -10,8 +10,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
-from xml.etree.ElementTree import Element
+from typing import Any, cast
+from xml.etree.ElementTree import Element, ParseError
 
 import dagster as dg
 from plexapi.exceptions import BadRequest, NotFound, PlexApiException, Unauthorized
@@ -150,7 +150,8 @@ class PlexClient:
             plex_filter: The lineup file's `{"mediaTypes": [...], "filter": {...}}`; None means
                 every movie and TV library, unfiltered.
             library_key: Search only this library when the server has it (the definition's
-                library remap); otherwise every library of the envelope's media types.
+                library remap; nothing is found when its type is not among the envelope's media
+                types); otherwise every library of the envelope's media types.
             sort: Plex sort such as `titleSort:asc` (see `filters.plex_sort`), applied within
                 each library; TV libraries sort episodes.
 
@@ -161,6 +162,7 @@ class PlexClient:
             PlexUnavailableError: Plex cannot be reached or fails.
             PlexAuthError: The token is refused.
             PlexError: Plex rejects the search (for instance an unknown sort).
+            ValueError: `plex_filter` is not a valid envelope (pydantic's ValidationError).
         """
         envelope = (
             FilterEnvelope() if plex_filter is None else FilterEnvelope.model_validate(plex_filter)
@@ -224,11 +226,11 @@ class PlexClient:
             if library_type not in spec.applies:
                 continue
             key = _plex_key(spec, library_type)
-            plex_field = self._field(section, key)
-            if plex_field is None:
-                continue
-            by_key = plex_field.type in MATCH_CHOICE_BY_KEY
-            for choice in self._choices_for(section, key):
+            with self._errors(f"listing the {field} values of library {section.title!r}"):
+                plex_field = self._field(section, key)
+                choices = [] if plex_field is None else self._choices_for(section, key)
+            by_key = plex_field is not None and plex_field.type in MATCH_CHOICE_BY_KEY
+            for choice in choices:
                 value = choice.key if by_key else choice.title
                 if value:
                     values.setdefault(value.lower(), value)
@@ -268,8 +270,12 @@ class PlexClient:
             key = section._buildSearchKey(
                 sort=sort, libtype=PLAYABLE_LIBTYPE[section.type], filters=filters
             )
-            videos: list[Any] = section.fetchItems(
-                key, container_size=PAGE_SIZE, params={"includeElements": "Stream"}
+            # plexapi's return types are loose (items may be typed None); these are videos.
+            videos = cast(
+                "list[Any]",
+                section.fetchItems(
+                    key, container_size=PAGE_SIZE, params={"includeElements": "Stream"}
+                ),
             )
             for video in videos:
                 # Reading an attribute Plex left empty would cost a metadata request (G5).
@@ -281,7 +287,7 @@ class PlexClient:
 
     def _show_facts(self, section: LibrarySection) -> dict[int, _ShowFacts]:
         if _key(section) not in self._shows:
-            shows = section.search(libtype="show", container_size=PAGE_SIZE)
+            shows = cast("list[Any]", section.search(libtype="show", container_size=PAGE_SIZE))
             facts: dict[int, _ShowFacts] = {}
             for show in shows:
                 show._autoReload = False  # see _search: no per-show reloads
@@ -423,6 +429,11 @@ class PlexClient:
             raise PlexError(
                 f"Plex at {self.base_url} rejected a request while {action}: "
                 f"{self._clean(error)} ({PLEX_URL_ENV})"
+            ) from error
+        except ParseError as error:
+            raise PlexError(
+                f"Plex at {self.base_url} sent a response that is not XML while {action} "
+                f"({PLEX_URL_ENV})"
             ) from error
         except PlexApiException as error:
             raise PlexError(

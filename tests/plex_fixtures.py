@@ -1,4 +1,4 @@
-"""Plex emulator helpers for tests: plexapi isolation, emulator startup and dataset oracles.
+"""Plex test helpers: plexapi isolated from the developer's config, and dataset oracles.
 
 Import this module before plexapi. plexapi reads its config file and page size once, at import
 (G17), so the developer's own `~/.config/plexapi/config.ini` or `PLEXAPI_*` variables would
@@ -13,12 +13,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 for _name in [name for name in os.environ if name.startswith("PLEXAPI_")]:
-    if _name != "PLEXAPI_CONFIG_PATH":
-        del os.environ[_name]
-if "PLEXAPI_CONFIG_PATH" not in os.environ:
-    _EMPTY_CONFIG = tempfile.NamedTemporaryFile(prefix="plexapi-", suffix=".ini", delete=False)
-    _EMPTY_CONFIG.close()
-    os.environ["PLEXAPI_CONFIG_PATH"] = _EMPTY_CONFIG.name
+    del os.environ[_name]
+_EMPTY_CONFIG = tempfile.NamedTemporaryFile(prefix="plexapi-", suffix=".ini", delete=False)
+_EMPTY_CONFIG.close()
+os.environ["PLEXAPI_CONFIG_PATH"] = _EMPTY_CONFIG.name
 
 from airwave_dagster.domain.filters import FilterEnvelope, evaluate  # noqa: E402
 from airwave_dagster.domain.library import MediaItem  # noqa: E402

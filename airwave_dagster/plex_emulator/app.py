@@ -178,21 +178,26 @@ class PlexApp:
         item_type = result_type(section.type, parsed.type_number)
         meta = self.renderer.meta(section, collections=False) if parsed.include_meta else ""
         if item_type == "collection":
-            records = self.library.collections_in(section.key)
+            titles = [t.value.casefold() for t in parsed.terms if t.name == "title"]
+            records = [
+                r
+                for r in self.library.collections_in(section.key)
+                if all(title in r.title.casefold() for title in titles)
+            ]
             rendered = [self.renderer.collection(r) for r in records]
             return self._page(request, parsed, section, rendered, meta, "search")
         if item_type not in section_types(section.type):
             return self._page(request, parsed, section, [], meta, "search")
         matched = self._matched(section, item_type, parsed)
-        start, size = self._paging(request, parsed)
-        page = matched[start : start + size] if size is not None else matched[start:]
+        window = self._window(request, parsed)
+        page = matched[window]
         options = self.options(streams=parsed.include_streams)
         rendered_page = [self.renderer.item(item, options) for item in page]
         document = container(
             [meta, *rendered_page],
             size=len(page),
             totalSize=len(matched),
-            offset=start,
+            offset=window.start,
             allowSync=1,
             identifier=LIBRARY_ID,
             librarySectionID=section.key,
@@ -225,8 +230,8 @@ class PlexApp:
                 self._searches.popitem(last=False)
         return candidates
 
-    def _paging(self, request: Request, parsed: SearchRequest) -> tuple[int, int | None]:
-        # Query parameters win over headers; header names are case-insensitive (§5.1).
+    def _window(self, request: Request, parsed: SearchRequest) -> slice:
+        """The page asked for; query parameters win over headers, which are case-insensitive."""
         headers = {name.lower(): value for name, value in request.headers.items()}
         start = parsed.start
         size = parsed.size
@@ -234,7 +239,8 @@ class PlexApp:
             start = int(headers["x-plex-container-start"])
         if size is None and "x-plex-container-size" in headers:
             size = int(headers["x-plex-container-size"])
-        return max(0, start or 0), None if size is None else max(0, size)
+        first = max(0, start or 0)
+        return slice(first, None if size is None else first + max(0, size))
 
     def _page(
         self,
@@ -245,13 +251,13 @@ class PlexApp:
         meta: str,
         kind: str,
     ) -> Response:
-        start, size = self._paging(request, parsed)
-        page = rendered[start : start + size] if size is not None else rendered[start:]
+        window = self._window(request, parsed)
+        page = rendered[window]
         document = container(
             [meta, *page],
             size=len(page),
             totalSize=len(rendered),
-            offset=start,
+            offset=window.start,
             identifier=LIBRARY_ID,
             librarySectionID=section.key,
             librarySectionTitle=section.title,
@@ -382,14 +388,14 @@ class PlexApp:
 
     def _listing(self, request: Request, parent: Item, items: list[Item], kind: str) -> Response:
         parsed = parse_search(request.query)
-        start, size = self._paging(request, parsed)
-        page = items[start : start + size] if size is not None else items[start:]
+        window = self._window(request, parsed)
+        page = items[window]
         options = self.options(streams=parsed.include_streams)
         document = container(
             [self.renderer.item(item, options) for item in page],
             size=len(page),
             totalSize=len(items),
-            offset=start,
+            offset=window.start,
             key=parent.rating_key,
             parentRatingKey=parent.rating_key,
             parentTitle=parent.title,
@@ -414,15 +420,15 @@ class PlexApp:
         if record is None:
             return not_found("collection_children")
         parsed = parse_search(request.query)
-        start, size = self._paging(request, parsed)
+        window = self._window(request, parsed)
         members = [self.library.items[k] for k in record.members]
-        page = members[start : start + size] if size is not None else members[start:]
+        page = members[window]
         options = self.options()
         document = container(
             [self.renderer.item(item, options) for item in page],
             size=len(page),
             totalSize=len(members),
-            offset=start,
+            offset=window.start,
             identifier=LIBRARY_ID,
             librarySectionID=record.section_key,
             title1=record.title,
@@ -447,13 +453,13 @@ class PlexApp:
             found = [p for p in found if needle in p.title.casefold()]
         found.sort(key=lambda p: p.title.casefold())
         parsed = parse_search(request.query)
-        start, size = self._paging(request, parsed)
-        page = found[start : start + size] if size is not None else found[start:]
+        window = self._window(request, parsed)
+        page = found[window]
         document = container(
             [self.renderer.playlist(p) for p in page],
             size=len(page),
             totalSize=len(found),
-            offset=start,
+            offset=window.start,
         )
         return xml(document, "playlists")
 
@@ -470,9 +476,9 @@ class PlexApp:
         if playlist is None:
             return not_found("playlist_items")
         parsed = parse_search(request.query)
-        start, size = self._paging(request, parsed)
+        window = self._window(request, parsed)
         entries = list(enumerate(playlist.items, start=1))
-        page = entries[start : start + size] if size is not None else entries[start:]
+        page = entries[window]
         options = self.options()
         rendered = [
             self.renderer.item(
@@ -484,7 +490,7 @@ class PlexApp:
             rendered,
             size=len(rendered),
             totalSize=len(entries),
-            offset=start,
+            offset=window.start,
             ratingKey=playlist.rating_key,
             title=playlist.title,
             playlistType="video",

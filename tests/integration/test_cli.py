@@ -1,0 +1,82 @@
+"""The `airwave` CLI end to end: runs it creates are real instance runs the UI can re-execute."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from airwave_dagster import environment
+from airwave_dagster.domain.lineup_file import parse_lineup
+from tests import lineups
+
+pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
+
+AIRWAVE = str(Path(sys.executable).parent / "airwave")
+
+
+@pytest.fixture
+def cli_env(store, plex_emulator, tmp_path: Path) -> dict[str, str]:
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    shutil.copyfile(environment.project_root() / "dagster.yaml", dagster_home / "dagster.yaml")
+    return {
+        **os.environ,
+        "DAGSTER_HOME": str(dagster_home),
+        "AIRWAVE_HOME": str(tmp_path / "home"),
+    }
+
+
+def _airwave(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [AIRWAVE, *args], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_import_json_creates_a_ui_reexecutable_run(
+    cli_env, store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = lineups.write(tmp_path, lineups.genre_lineup(3), "three.json")
+
+    done = _airwave(cli_env, "import", str(path), "--json")
+
+    assert done.returncode == 0, done.stderr
+    output = json.loads(done.stdout)
+    assert output["status"] == "SUCCESS"
+    assert output["report"]["channels_created"] == 3
+    assert store.counts()["channels"] == 3
+    monkeypatch.setenv("DAGSTER_HOME", cli_env["DAGSTER_HOME"])
+    with dg.DagsterInstance.get() as instance:
+        run = instance.get_run_by_id(output["run_id"])
+        assert run is not None and run.job_name == "import_lineup"
+        # A remote origin is what lets the UI (GraphQL) re-execute the run.
+        assert run.remote_job_origin is not None
+        assert run.remote_job_origin.location_name == "airwave"
+    listed = _airwave(cli_env, "runs", "list")
+    assert output["run_id"] in listed.stdout
+    shown = _airwave(cli_env, "runs", "show", output["run_id"], "--json")
+    assert json.loads(shown.stdout)["status"] == "SUCCESS"
+
+    exported = _airwave(cli_env, "export")
+    assert exported.returncode == 0, exported.stderr
+    parsed = parse_lineup(exported.stdout.encode(), source="export")
+    assert [c.number for c in parsed.channels] == [100, 101, 102]
+
+
+def test_refused_file_exits_non_zero_naming_the_problem(cli_env, store, tmp_path: Path) -> None:
+    data = lineups.genre_lineup(2)
+    data["version"] = 2
+    path = lineups.write(tmp_path, data, "future.json")
+
+    done = _airwave(cli_env, "import", str(path), "--wait")
+
+    assert done.returncode == 1
+    assert "future.json" in done.stderr
+    assert "$.version" in done.stderr
+    assert store.counts()["channels"] == 0
