@@ -103,16 +103,26 @@ def _run_import(
 
     if not path.exists():
         _fail(f"{path}: no such file")
-    size = path.stat().st_size
-    from airwave_dagster.domain.lineup_file import MAX_LINEUP_BYTES
+    from airwave_dagster.domain.errors import AirwaveError
+    from airwave_dagster.domain.lineup_file import check_lineup_size
 
-    if size > MAX_LINEUP_BYTES:
-        _fail(f"{path}: the file is {size:,} bytes; lineup files are limited to 10 MB")
+    try:
+        check_lineup_size(path.stat().st_size, source=path.name)
+    except AirwaveError as error:
+        _fail(str(error))
     raw = path.read_bytes()
     try:
         content = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        _fail(f"{path}: not UTF-8 text (invalid byte at offset {error.start})")
+    except UnicodeDecodeError:
+        # The content travels inline in the run config, which must be text; the parser words
+        # the problem the same way the plan step would (byte offset and line).
+        from airwave_dagster.domain.lineup_file import parse_lineup
+
+        try:
+            parse_lineup(raw, source=path.name)
+        except AirwaveError as error:
+            _fail(str(error))
+        raise
     config: dict[str, Any] = {
         "lineup_json": content,
         "lineup_name": path.name,

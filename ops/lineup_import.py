@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from airwave_dagster.domain.errors import AirwaveError
 from airwave_dagster.domain.filters import plex_sort
 from airwave_dagster.domain.import_plan import ImportPlan, PlannedChannel, plan_import
-from airwave_dagster.domain.lineup_file import MAX_LINEUP_BYTES, parse_lineup
+from airwave_dagster.domain.lineup_file import check_lineup_size, parse_lineup
 from airwave_dagster.domain.schedule import (
     INITIAL_WINDOW_SECONDS,
     build_schedule,
@@ -127,11 +127,11 @@ def _read_lineup(config: ImportLineupConfig) -> tuple[bytes, str]:
     path = Path(config.lineup_path)
     name = config.lineup_name or str(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_LINEUP_BYTES:
-            # Refuse before reading a huge file into memory; parse_lineup says the same.
-            return b" " * (MAX_LINEUP_BYTES + 1), name
+        # Refuse a huge file by its size, before reading it into memory.
+        check_lineup_size(path.stat().st_size, source=name)
         return path.read_bytes(), name
+    except AirwaveError as error:
+        raise dg.Failure(description=str(error)) from error
     except OSError as error:
         raise dg.Failure(f"{name}: cannot read the lineup file ({error.strerror})") from error
 

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 
-# plexapi reads its config file and page size at import; keep the developer's own config out.
-_PLEXAPI_CONFIG = tempfile.NamedTemporaryFile(prefix="plexapi-", suffix=".ini", delete=False)
-os.environ["PLEXAPI_CONFIG_PATH"] = _PLEXAPI_CONFIG.name
+import psycopg2
+import pytest
+import sqlalchemy as sa
 
-import psycopg2  # noqa: E402  (the plexapi environment above must be set before imports)
-import pytest  # noqa: E402
-import sqlalchemy as sa  # noqa: E402
+from airwave_dagster import environment
 
-from airwave_dagster import environment  # noqa: E402
+# Isolates plexapi from the developer's config; nothing above imports plexapi.
+from tests import plex_fixtures  # noqa: F401
 
 TEST_DATABASE = "airwave_test"
 
@@ -88,6 +86,14 @@ def plex_emulator() -> Iterator[object]:
         os.environ[environment.PLEX_URL_ENV] = handle.url
         os.environ[environment.PLEX_TOKEN_ENV] = handle.token
         yield handle
+
+
+@pytest.fixture
+def plex_client(plex_emulator):
+    """A real plexapi-backed client of the emulator."""
+    from resources.plex import PlexClient
+
+    return PlexClient(plex_emulator.url, plex_emulator.token)
 
 
 @pytest.fixture

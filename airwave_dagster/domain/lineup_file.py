@@ -255,15 +255,27 @@ def _object_hook(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return dict(pairs)
 
 
+def _size_issue(size: int) -> Issue:
+    return Issue(
+        path="$",
+        message=f"the file is {size:,} bytes; lineup files are limited to "
+        f"{MAX_LINEUP_BYTES:,} bytes (10 MB)",
+    )
+
+
+def check_lineup_size(size: int, *, source: str) -> None:
+    """Refuse a file by its size alone, before reading it into memory.
+
+    Raises:
+        LineupFileError: The file is over MAX_LINEUP_BYTES.
+    """
+    if size > MAX_LINEUP_BYTES:
+        raise LineupFileError(source, [_size_issue(size)])
+
+
 def _decode(data: bytes) -> tuple[object, list[Issue]]:
     if len(data) > MAX_LINEUP_BYTES:
-        return None, [
-            Issue(
-                path="$",
-                message=f"the file is {len(data):,} bytes; lineup files are limited to "
-                f"{MAX_LINEUP_BYTES:,} bytes (10 MB)",
-            )
-        ]
+        return None, [_size_issue(len(data))]
     # Editors on Windows like to prefix a byte-order mark; it is harmless, so skip it.
     skipped = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:

@@ -46,6 +46,22 @@ def _app_counts(store) -> dict[str, int]:
     return counts
 
 
+def _database_untouched(store) -> bool:
+    with store.engine.connect() as conn:
+        sources = conn.execute(sa.select(sa.func.count()).select_from(t.media_source))
+        return sources.scalar_one() == 0 and sum(store.counts().values()) == 0
+
+
+def _plan_failure(instance, run_config: dict, **resources: Any) -> str:
+    result = defs.resolve_job_def("import_lineup").execute_in_process(
+        run_config=run_config, instance=instance, raise_on_error=False, resources=resources or None
+    )
+    assert not result.success
+    failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert [e.step_key for e in failures] == ["plan_import_lineup"]
+    return failures[0].step_failure_data.user_failure_data.description
+
+
 @pytest.fixture
 def env(store, plex_emulator, dagster_instance):
     return store, plex_emulator, dagster_instance
@@ -165,45 +181,69 @@ def test_bad_file_fails_in_the_plan_step_and_changes_nothing(env, tmp_path: Path
     data["channels"][1]["definitions"][0]["plexFilter"]["filter"]["children"][0]["field"] = "genra"
     path = lineups.write(tmp_path, data, "typo.json")
 
-    result = defs.resolve_job_def("import_lineup").execute_in_process(
-        run_config=_config(path), instance=instance, raise_on_error=False
-    )
+    message = _plan_failure(instance, _config(path))
 
-    assert not result.success
-    failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
-    assert [e.step_key for e in failures] == ["plan_import_lineup"]
-    message = failures[0].step_failure_data.user_failure_data.description
     assert "typo.json" in message
     assert "$.channels[1].definitions[0].plexFilter.filter.children[0].field" in message
     assert "genra" in message
-    assert sum(store.counts().values()) == 0
+    assert _database_untouched(store)
 
 
-def test_unreachable_plex_names_plex_url_and_imports_nothing(env, tmp_path: Path) -> None:
+INVALID = sorted((SPEC_EXAMPLE.parent / "invalid").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", INVALID, ids=[p.stem for p in INVALID])
+def test_every_refused_file_fails_before_any_write(env, path: Path) -> None:
     store, _, instance = env
+
+    message = _plan_failure(instance, _config(path))
+
+    assert path.name in message
+    assert "$" in message
+    assert _database_untouched(store)
+
+
+def test_oversized_file_is_refused_before_any_write(env, tmp_path: Path) -> None:
+    store, _, instance = env
+    data = lineups.genre_lineup(1)
+    data["padding"] = "x" * (10 * 1024 * 1024)
+    path = lineups.write(tmp_path, data, "huge.json")
+
+    message = _plan_failure(instance, _config(path))
+
+    assert "huge.json" in message
+    assert f"{path.stat().st_size:,} bytes" in message
+    assert "10 MB" in message
+    assert _database_untouched(store)
+
+
+@pytest.mark.parametrize(
+    ("base_url", "token", "names"),
+    [
+        ("http://127.0.0.1:9", "secret-token-value", "PLEX_URL"),
+        (None, "wrong-secret-token", "PLEX_TOKEN"),
+    ],
+    ids=["unreachable", "wrong-token"],
+)
+def test_plex_problems_name_the_variable_and_import_nothing(
+    env, tmp_path: Path, base_url: str | None, token: str, names: str
+) -> None:
+    store, emulator, instance = env
     from resources.database import DatabaseResource
     from resources.plex import PlexResource
 
     path = lineups.write(tmp_path, lineups.genre_lineup(2))
-    job = defs.resolve_job_def("import_lineup")
 
-    result = job.execute_in_process(
-        run_config=_config(path),
-        instance=instance,
-        raise_on_error=False,
-        resources={
-            "database": DatabaseResource(url=store.engine.url.render_as_string(False)),
-            "plex": PlexResource(base_url="http://127.0.0.1:9", token="secret-token-value"),
-        },
+    message = _plan_failure(
+        instance,
+        _config(path),
+        database=DatabaseResource(url=store.engine.url.render_as_string(False)),
+        plex=PlexResource(base_url=base_url or emulator.url, token=token),
     )
 
-    assert not result.success
-    failure = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE)
-    text = failure.step_failure_data.user_failure_data.description
-    assert failure.step_key == "plan_import_lineup"
-    assert "PLEX_URL" in text
-    assert "secret-token-value" not in text
-    assert _app_counts(store) == dict.fromkeys(_app_counts(store), 0)
+    assert names in message
+    assert token not in message
+    assert _database_untouched(store)
 
 
 def test_export_import_export_round_trip(env, tmp_path: Path, database_url: str) -> None:
