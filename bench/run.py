@@ -111,7 +111,10 @@ def _run_import(
 ) -> dict[str, Any]:
     _reset_database(db_url)
     _reset_stats(plex_url)
-    run_config = {"ops": {"plan_import_lineup": {"config": {"lineup_path": str(lineup_path)}}}}
+    run_config = {
+        "ops": {"plan_import_lineup": {"config": {"lineup_path": str(lineup_path)}}},
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+    }
     started = time.perf_counter()
     with dg.execute_job(
         dg.reconstructable(job_fn), instance=instance, run_config=run_config

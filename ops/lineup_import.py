@@ -18,7 +18,7 @@ from airwave_dagster.domain.schedule import (
     channel_seed,
     resolve_bumper_plan,
 )
-from resources.database import DatabaseResource
+from resources.database import AirwaveStore, DatabaseResource
 from resources.plex import PlexError, PlexResource
 
 IMPORT_CONCURRENCY = 4
@@ -115,8 +115,14 @@ def _mapping_key(number: int) -> str:
     return f"ch_{number}"
 
 
-def _step_key(context: dg.OpExecutionContext) -> str:
-    return context.get_step_execution_context().step.key
+def _trace(context: dg.OpExecutionContext, store: AirwaveStore, **fields: object) -> None:
+    """One import trace row keyed by this run, step and attempt (best effort)."""
+    store.record_trace(
+        run_id=context.run_id,
+        step_key=context.get_step_execution_context().step.key,
+        attempt=context.retry_number + 1,
+        **fields,
+    )
 
 
 def _read_lineup(config: ImportLineupConfig) -> tuple[bytes, str]:
@@ -171,12 +177,10 @@ def plan_import_lineup(
     )
     state = store.instance_state(libraries)
     plan = plan_import(lineup, state, selected_numbers=config.selected_numbers)
-    attempt = context.retry_number + 1
-    store.record_trace(
-        run_id=context.run_id,
-        step_key=_step_key(context),
+    _trace(
+        context,
+        store,
         step_name="planImport",
-        attempt=attempt,
         phase="plan",
         dry_run=config.dry_run,
         status="ok",
@@ -197,11 +201,10 @@ def plan_import_lineup(
     )
     for channel in plan.channels:
         if channel.action == "skip-duplicate":
-            store.record_trace(
-                run_id=context.run_id,
-                step_key=_step_key(context),
+            _trace(
+                context,
+                store,
                 step_name="planImport",
-                attempt=attempt,
                 phase="channel",
                 dry_run=config.dry_run,
                 status="skipped",
@@ -263,11 +266,10 @@ def create_packages(
         result = PackagesResult(
             created=list(outcome.created), reused=list(outcome.reused), would_create=[]
         )
-    store.record_trace(
-        run_id=context.run_id,
-        step_key=_step_key(context),
+    _trace(
+        context,
+        store,
         step_name="createPackages",
-        attempt=context.retry_number + 1,
         phase="packages",
         dry_run=planned.dry_run,
         status="ok",
@@ -373,11 +375,10 @@ def build_channel(
                 if not pool:
                     result.reason = "filter matches nothing in the library: no schedule laid"
     status = "disabled" if result.status == "created" and planned.disabled else result.status
-    store.record_trace(
-        run_id=context.run_id,
-        step_key=_step_key(context),
+    _trace(
+        context,
+        store,
         step_name="buildChannel",
-        attempt=context.retry_number + 1,
         phase="channel",
         dry_run=task.dry_run,
         status=status,
@@ -443,8 +444,8 @@ def summarize_import(
         raise dg.Failure(
             description=(
                 f"{len(missing)} planned channel(s) have no build result: "
-                f"{', '.join(map(str, missing))}. Resume the run with "
-                f"`airwave runs resume {context.run_id}`."
+                f"{', '.join(map(str, missing))}. Re-execute run {context.run_id} with the "
+                "missing build_channel steps and summarize_import selected."
             )
         )
     skipped = [
@@ -473,11 +474,10 @@ def summarize_import(
         channels_reassigned=sum(1 for r in results if r.number_reassigned),
         channels=channels,
     )
-    database.get_store().record_trace(
-        run_id=context.run_id,
-        step_key=_step_key(context),
+    _trace(
+        context,
+        database.get_store(),
         step_name="report",
-        attempt=context.retry_number + 1,
         phase="report",
         dry_run=planned.dry_run,
         status="ok",
