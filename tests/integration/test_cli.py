@@ -14,6 +14,7 @@ import pytest
 
 from airwave_dagster import environment
 from airwave_dagster.domain.lineup_file import parse_lineup
+from resources import migrations
 from tests import lineups
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
@@ -58,6 +59,12 @@ def test_import_json_creates_a_ui_reexecutable_run(
         # A remote origin is what lets the UI (GraphQL) re-execute the run.
         assert run.remote_job_origin is not None
         assert run.remote_job_origin.location_name == "airwave"
+        # The Plex token and the database URL enter as environment variables only.
+        secret = cli_env[environment.PLEX_TOKEN_ENV]
+        assert secret not in json.dumps(run.run_config) + json.dumps(dict(run.tags))
+        for record in instance.all_logs(run.run_id):
+            assert secret not in record.message
+            assert secret not in repr(record.dagster_event)
     listed = _airwave(cli_env, "runs", "list")
     assert output["run_id"] in listed.stdout
     shown = _airwave(cli_env, "runs", "show", output["run_id"], "--json")
@@ -80,3 +87,14 @@ def test_refused_file_exits_non_zero_naming_the_problem(cli_env, store, tmp_path
     assert "future.json" in done.stderr
     assert "$.version" in done.stderr
     assert store.counts()["channels"] == 0
+
+
+def test_schema_and_db_upgrade(cli_env) -> None:
+    schema = _airwave(cli_env, "schema")
+    assert schema.returncode == 0, schema.stderr
+    document = json.loads(schema.stdout)
+    assert {"version", "packages", "channels"} <= set(document["properties"])
+
+    upgraded = _airwave(cli_env, "db", "upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"at revision {migrations.HEAD}" in upgraded.stdout
