@@ -24,6 +24,7 @@ test: $(VENV)/.synced
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/pytest
 
 dev: $(VENV)/.synced
@@ -36,6 +37,7 @@ lint: $(VENV)/.synced
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 fmt: $(VENV)/.synced
 	$(BIN)/ruff format .
