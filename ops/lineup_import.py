@@ -300,37 +300,16 @@ def create_packages(
         )
 
 
-@dg.op(
-    retry_policy=dg.RetryPolicy(max_retries=2, delay=1.0, backoff=dg.Backoff.EXPONENTIAL),
-    code_version=OP_VERSION,
-    tags={"airwave/code_version": OP_VERSION},
-)
-def build_channel(
+def _apply_channel(
     context: dg.OpExecutionContext,
     task: ChannelTask,
-    database: DatabaseResource,
+    store: AirwaveStore,
     plex: PlexResource,
-) -> ChannelResult:
-    """Resolve the channel's pool through Plex, create it, and lay its first 12-hour schedule.
-
-    The pool is resolved before anything is written, so a Plex failure leaves nothing behind
-    and the step is retried. A retry that finds the channel number taken adopts the row only if
-    it is the same channel (equal content signature); otherwise the channel is reported failed.
-    A dry-run resolves the pool and writes nothing but its trace row.
-    """
-    started = datetime.now(UTC)
+    result: ChannelResult,
+    started: datetime,
+) -> None:
+    """Resolve, create and schedule one channel, recording the outcome on `result`."""
     planned = task.channel
-    store = database.get_store()
-    result = ChannelResult(
-        number=planned.assigned_number,
-        original_number=planned.original_number,
-        name=planned.name,
-        package_key=planned.package_key,
-        status="created",
-        disabled=planned.disabled,
-        dry_run=task.dry_run,
-        number_reassigned=planned.number_reassigned,
-    )
     pool = []
     if planned.definitions:
         pool = plex.get_client().resolve_pool(
@@ -374,6 +353,59 @@ def build_channel(
                 )
                 if not pool:
                     result.reason = "filter matches nothing in the library: no schedule laid"
+
+
+@dg.op(
+    retry_policy=dg.RetryPolicy(max_retries=2, delay=1.0, backoff=dg.Backoff.EXPONENTIAL),
+    code_version=OP_VERSION,
+    tags={"airwave/code_version": OP_VERSION},
+)
+def build_channel(
+    context: dg.OpExecutionContext,
+    task: ChannelTask,
+    database: DatabaseResource,
+    plex: PlexResource,
+) -> ChannelResult:
+    """Resolve the channel's pool through Plex, create it, and lay its first 12-hour schedule.
+
+    The pool is resolved before anything is written, so a Plex failure leaves nothing behind
+    and the step is retried. A retry that finds the channel number taken adopts the row only if
+    it is the same channel (equal content signature); otherwise the channel is reported failed.
+    A dry-run resolves the pool and writes nothing but its trace row.
+    """
+    started = datetime.now(UTC)
+    planned = task.channel
+    store = database.get_store()
+    result = ChannelResult(
+        number=planned.assigned_number,
+        original_number=planned.original_number,
+        name=planned.name,
+        package_key=planned.package_key,
+        status="created",
+        disabled=planned.disabled,
+        dry_run=task.dry_run,
+        number_reassigned=planned.number_reassigned,
+    )
+    try:
+        _apply_channel(context, task, store, plex, result, started)
+    except Exception as error:
+        # Failed attempts are traced too, so the trace shows every attempt, not only the last.
+        _trace(
+            context,
+            store,
+            step_name="buildChannel",
+            phase="channel",
+            dry_run=task.dry_run,
+            status="failed",
+            reason="attempt failed; the step will be retried or the run fails",
+            channel_name=planned.name,
+            channel_number=planned.assigned_number,
+            package_key=planned.package_key,
+            number_reassigned=planned.number_reassigned,
+            error=f"{type(error).__name__}: {error}"[:2000],
+            started_at=started,
+        )
+        raise
     status = "disabled" if result.status == "created" and planned.disabled else result.status
     _trace(
         context,

@@ -117,6 +117,10 @@ def test_import_creates_what_the_plan_says_and_reimport_is_a_no_op(env, tmp_path
     assert len(spans) == 5
     for _, start, end in spans:
         assert end - start >= timedelta(hours=12)
+    # Step outputs live in Postgres (JSON), compute logs are off: nothing lands on local disk.
+    local = Path(instance.storage_directory())
+    files = [p for p in local.rglob("*") if p.is_file()] if local.exists() else []
+    assert files == []
     first = _app_counts(store)
 
     ok, run_id = _run(instance, _config(path))
@@ -264,3 +268,57 @@ def test_export_import_export_round_trip(env, tmp_path: Path, database_url: str)
     second.pop("exportedAt")
     assert second == first
     assert len(first["channels"]) == 9
+
+
+def test_reexecution_from_failure_rebuilds_only_the_failed_channel(env, tmp_path: Path) -> None:
+    store, _, instance = env
+    path = lineups.write(tmp_path, lineups.genre_lineup(5))
+    # A real fault inside Postgres: channel 103 cannot be inserted until the trigger is dropped.
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "CREATE FUNCTION airwave.refuse_103() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'injected fault for channel 103'; END $$"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "CREATE TRIGGER refuse_103 BEFORE INSERT ON airwave.channel FOR EACH ROW "
+                "WHEN (NEW.number = 103) EXECUTE FUNCTION airwave.refuse_103()"
+            )
+        )
+    try:
+        ok, parent = _run(instance, _config(path))
+        assert not ok
+    finally:
+        with store.engine.begin() as conn:
+            conn.execute(sa.text("DROP TRIGGER refuse_103 ON airwave.channel"))
+            conn.execute(sa.text("DROP FUNCTION airwave.refuse_103()"))
+
+    with dg.execute_job(
+        dg.reconstructable(import_lineup_job),
+        instance=instance,
+        run_config=instance.get_run_by_id(parent).run_config,
+        reexecution_options=dg.ReexecutionOptions.from_failure(parent, instance),
+    ) as child:
+        assert child.success
+        child_id = child.run_id
+
+    report = _report(store, child_id)
+    assert report["channels_created"] == 5
+    built_in_child = {
+        r["channel_number"] for r in store.traces(child_id) if r["step_name"] == "buildChannel"
+    }
+    assert built_in_child == {103}
+    parent_builds = [r for r in store.traces(parent) if r["step_name"] == "buildChannel"]
+    assert sorted(r["channel_number"] for r in parent_builds if r["status"] == "created") == [
+        100,
+        101,
+        102,
+        104,
+    ]
+    failed = [r for r in parent_builds if r["status"] == "failed"]
+    assert [(r["channel_number"], r["attempt"]) for r in failed] == [(103, 1), (103, 2), (103, 3)]
+    assert all("injected fault for channel 103" in r["error"] for r in failed)
+    assert not any(r["step_name"] == "planImport" for r in store.traces(child_id))
+    assert store.counts()["channels"] == 5
