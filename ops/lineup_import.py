@@ -286,6 +286,18 @@ def create_packages(
             ],
         },
     )
+    for package in plan.packages:
+        reused = package.key in result.reused
+        _trace(
+            context,
+            store,
+            step_name="createPackages",
+            phase="packages",
+            dry_run=planned.dry_run,
+            status="ok" if reused else "created",
+            reason="reused the existing package with this key" if reused else None,
+            package_key=package.key,
+        )
     yield dg.Output(result, output_name="packages")
     for channel in plan.creates():
         yield dg.DynamicOutput(

@@ -101,6 +101,12 @@ def test_import_creates_what_the_plan_says_and_reimport_is_a_no_op(env, tmp_path
     assert ok
     report = _report(store, run_id)
     assert report["channels_created"] == 5
+    package_rows = [
+        (r["package_key"], r["status"], r["attempt"], r["step_key"])
+        for r in store.traces(run_id)
+        if r["phase"] == "packages" and r["package_key"]
+    ]
+    assert package_rows == [("genres", "created", 1, "create_packages")]
     with store.engine.connect() as conn:
         numbers = conn.execute(sa.select(t.channel.c.number).order_by(t.channel.c.number))
         assert list(numbers.scalars()) == [100, 101, 102, 103, 104]
