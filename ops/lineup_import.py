@@ -322,6 +322,11 @@ def _apply_channel(
 ) -> None:
     """Resolve, create and schedule one channel, recording the outcome on `result`."""
     planned = task.channel
+    notes: list[str] = []
+    if planned.dropped_kinds:
+        notes.append(f"dropped {', '.join(planned.dropped_kinds)}: only filters are portable")
+    if planned.library_unmatched:
+        notes.append("library title not on this server: searched every library of its types")
     pool = []
     if planned.definitions:
         pool = plex.get_client().resolve_pool(
@@ -329,8 +334,10 @@ def _apply_channel(
             sort=plex_sort(planned.ordering, planned.sort_field, planned.sort_dir),
         )
         result.pool_size = len(pool)
+        if not pool:
+            notes.append("filter matches nothing in the library: no schedule to lay")
     if planned.disabled:
-        result.reason = "no portable filter: imported disabled"
+        notes.append("no portable filter: imported disabled")
     if not task.dry_run:
         if task.source_id is None:
             raise dg.Failure("the plan has no media source id; re-plan the import")
@@ -339,7 +346,7 @@ def _apply_channel(
         )
         if creation.status == "conflict":
             result.status = "failed"
-            result.reason = creation.detail
+            notes.append(creation.detail or "channel number conflict")
         else:
             result.channel_id = creation.channel_id
             if creation.status == "existing":
@@ -363,8 +370,7 @@ def _apply_channel(
                     build=build,
                     pool=pool,
                 )
-                if not pool:
-                    result.reason = "filter matches nothing in the library: no schedule laid"
+    result.reason = "; ".join(notes) or None
 
 
 @dg.op(

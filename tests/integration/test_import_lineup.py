@@ -260,7 +260,12 @@ def test_export_import_export_round_trip(env, tmp_path: Path, database_url: str)
     store, _, instance = env
     from airwave_dagster.domain.lineup_file import dump_lineup, parse_lineup
 
-    assert _run(instance, _config(SPEC_EXAMPLE))[0]
+    ok, run_id = _run(instance, _config(SPEC_EXAMPLE))
+    assert ok
+    reasons = {c["name"]: c["reason"] or "" for c in _report(store, run_id)["channels"]}
+    assert "dropped PLEX_COLLECTION" in reasons["Family Film Night"]
+    assert "library title not on this server" in reasons["Golden Age Sci-Fi"]
+    assert "imported disabled" in reasons["Holiday Picks"]
     first = json.loads(dump_lineup(store.export_lineup()))
     exported = lineups.write(tmp_path, first, "export.json")
     parse_lineup(exported.read_bytes(), source="export.json")
