@@ -29,6 +29,7 @@ from airwave_dagster.domain.filters import (
     Group,
 )
 from airwave_dagster.domain.library import MEDIA_TYPES, Library, MediaItem
+from airwave_dagster.domain.pools import combine_pools
 
 logger = logging.getLogger(__name__)
 
@@ -192,17 +193,12 @@ class PlexClient:
         Returns:
             The pool's items.
         """
-        pool: dict[str, MediaItem] = {}
+        parts: list[tuple[str, list[MediaItem]]] = []
         for mode, plex_filter, library_key in definitions:
-            if mode == "EXCLUDE":
-                if not pool:
-                    continue  # Nothing to remove yet: skip the search.
-                for item in self.resolve(plex_filter, library_key=library_key, sort=sort):
-                    pool.pop(item.rating_key, None)
-            else:
-                for item in self.resolve(plex_filter, library_key=library_key, sort=sort):
-                    pool.setdefault(item.rating_key, item)
-        return list(pool.values())
+            if mode == "EXCLUDE" and not any(m != "EXCLUDE" for m, _ in parts):
+                continue  # Nothing included yet, so nothing to remove: skip the search.
+            parts.append((mode, self.resolve(plex_filter, library_key=library_key, sort=sort)))
+        return combine_pools(parts)
 
     def tag_values(self, field: str, media_types: Sequence[str]) -> list[str]:
         """The distinct values a tag field takes in the libraries of the given media types.
