@@ -306,16 +306,19 @@ class AirwaveStore:
     def _number_taken(self, planned: PlannedChannel) -> ChannelCreation:
         with self.engine.connect() as conn:
             row = conn.execute(
-                sa.select(t.channel.c.id).where(t.channel.c.number == planned.assigned_number)
-            ).one_or_none()
-            if row is None:
-                return ChannelCreation(
-                    status="conflict",
-                    channel_id=None,
-                    detail=f"number {planned.assigned_number} was taken and released concurrently",
+                sa.select(t.channel.c.id, t.channel.c.signature).where(
+                    t.channel.c.number == planned.assigned_number
                 )
-            signature = self._signatures(conn).get(row.id)
-        if signature == planned.signature:
+            ).one_or_none()
+        if row is None:
+            return ChannelCreation(
+                status="conflict",
+                channel_id=None,
+                detail=f"number {planned.assigned_number} was taken and released concurrently",
+            )
+        # The signature stored when the row was created identifies it even if its package has
+        # changed since; a row without one was not made by an import and is never adopted.
+        if row.signature == planned.signature:
             return ChannelCreation(status="existing", channel_id=row.id)
         return ChannelCreation(
             status="conflict",

@@ -1,0 +1,158 @@
+"""The repository against a real Postgres: idempotent writes, conflicts, schedules, traces."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+import sqlalchemy as sa
+
+from airwave_dagster.domain.import_plan import InstanceState, plan_import
+from airwave_dagster.domain.library import Library, MediaItem
+from airwave_dagster.domain.lineup_file import parse_lineup
+from airwave_dagster.domain.schedule import build_schedule, cursor_from_storage
+from resources import tables as t
+from resources.database import TRACE_JSON_LIMIT
+from tests import lineups
+
+pytestmark = pytest.mark.postgres
+
+LIBRARIES = (
+    Library(key="1", title="Movies", type="movie"),
+    Library(key="2", title="TV", type="show"),
+)
+
+
+def _plan(store, data: dict):
+    lineup = parse_lineup(json.dumps(data).encode(), source="test.json")
+    return plan_import(lineup, store.instance_state(LIBRARIES))
+
+
+def _source(store) -> str:
+    return store.sync_source("http://plex.test:32400", LIBRARIES)
+
+
+def test_instance_signatures_equal_the_planners(store) -> None:
+    source = _source(store)
+    plan = _plan(store, lineups.genre_lineup(3))
+    ids = store.ensure_packages(plan.packages).ids
+    for planned in plan.creates():
+        store.create_channel(
+            planned, source_id=source, package_id=ids[planned.package_key], run_id="r1"
+        )
+
+    again = _plan(store, lineups.genre_lineup(3))
+
+    assert [c.action for c in again.channels] == ["skip-duplicate"] * 3
+    assert again.packages == ()
+
+
+def test_packages_are_upserted_by_key(store) -> None:
+    plan = _plan(store, lineups.genre_lineup(1))
+
+    first = store.ensure_packages(plan.packages)
+    second = store.ensure_packages(plan.packages)
+
+    assert first.created == ("genres",) and first.reused == ()
+    assert second.created == () and second.reused == ("genres",)
+    assert first.ids == second.ids
+
+
+def test_a_taken_number_is_adopted_only_for_the_same_channel(store) -> None:
+    source = _source(store)
+    plan = _plan(store, lineups.genre_lineup(2))
+    first, second = plan.creates()
+    created = store.create_channel(first, source_id=source, package_id=None, run_id="r1")
+
+    retry = store.create_channel(first, source_id=source, package_id=None, run_id="r1")
+    other = second.model_copy(update={"assigned_number": first.assigned_number})
+    clash = store.create_channel(other, source_id=source, package_id=None, run_id="r2")
+
+    assert created.status == "created"
+    assert (retry.status, retry.channel_id) == ("existing", created.channel_id)
+    assert clash.status == "conflict" and clash.channel_id is None
+    assert str(first.assigned_number) in (clash.detail or "")
+    assert store.counts()["channels"] == 1
+
+
+def test_schedule_write_replaces_rows_and_stores_the_cursor(store) -> None:
+    source = _source(store)
+    planned = _plan(store, lineups.genre_lineup(1)).creates()[0]
+    channel_id = store.create_channel(
+        planned, source_id=source, package_id=None, run_id="r1"
+    ).channel_id
+    pool = [
+        MediaItem(rating_key=str(k), type="movie", title=f"Film {k}", duration_ms=5_400_000)
+        for k in range(1, 30)
+    ]
+    start = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    build = build_schedule(
+        pool, ordering="SHUFFLE", channel_seed=7, start_at=start, window_seconds=43_200
+    )
+
+    assert store.write_schedule(
+        channel_id, source_id=source, shuffle_seed=7, build=build, pool=pool
+    ) == len(build.entries)
+    rows = store.write_schedule(
+        channel_id, source_id=source, shuffle_seed=7, build=build, pool=pool
+    )
+
+    with store.engine.connect() as conn:
+        stored = conn.execute(
+            sa.select(t.schedule_item.c.rating_key, t.schedule_item.c.media_item_id)
+            .where(t.schedule_item.c.channel_id == channel_id)
+            .order_by(t.schedule_item.c.starts_at)
+        ).all()
+    assert len(stored) == rows == len(build.entries)
+    assert [r.rating_key for r in stored] == [e.rating_key for e in build.entries]
+    assert all(r.media_item_id is not None for r in stored)
+    assert store.counts()["media_items"] == len({e.rating_key for e in build.entries})
+    assert store.schedule_cursor(channel_id) == cursor_from_storage(
+        *_stored_cursor(store, channel_id)
+    )
+    assert store.schedule_cursor(channel_id) == build.cursor
+
+
+def _stored_cursor(store, channel_id: str) -> tuple[int, int, int]:
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            sa.select(
+                t.channel.c.schedule_pass_seed,
+                t.channel.c.schedule_pass_index,
+                t.channel.c.schedule_pass_pos,
+            ).where(t.channel.c.id == channel_id)
+        ).one()
+    return (row[0], row[1], row[2])
+
+
+def test_trace_payloads_are_capped_and_failures_swallowed(store) -> None:
+    store.record_trace(
+        run_id="r1",
+        step_name="report",
+        phase="report",
+        status="ok",
+        output={"big": "x" * (TRACE_JSON_LIMIT + 1)},
+    )
+    # A broken row (unknown column) must not raise: tracing never fails a step.
+    store.record_trace(run_id="r1", step_name="report", phase="report", status="ok", nope=1)
+
+    (row,) = store.traces("r1")
+    assert row["output"]["truncated"] is True
+    assert row["output"]["chars"] > TRACE_JSON_LIMIT
+    assert len(row["output"]["preview"]) == 2000
+
+
+def test_instance_state_reads_numbers_and_keys(store) -> None:
+    source = _source(store)
+    plan = _plan(store, lineups.genre_lineup(2, first_number=700, package="p"))
+    store.ensure_packages(plan.packages)
+    for planned in plan.creates():
+        store.create_channel(planned, source_id=source, package_id=None, run_id="r")
+
+    state = store.instance_state(LIBRARIES)
+
+    assert isinstance(state, InstanceState)
+    assert state.channel_numbers == frozenset({700, 701})
+    assert state.package_keys == frozenset({"p"})
+    assert len(state.channel_signatures) == 2
