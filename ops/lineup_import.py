@@ -3,7 +3,7 @@
 import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import dagster as dg
 from pydantic import BaseModel, Field
@@ -19,12 +19,19 @@ from airwave_dagster.domain.schedule import (
     resolve_bumper_plan,
 )
 from resources.database import AirwaveStore, DatabaseResource
+from resources.io_manager import CODE_VERSION_TAG
 from resources.plex import PlexError, PlexResource
 
 IMPORT_CONCURRENCY = 4
 """At most this many channel builds run at once (a sliding window, not waves)."""
 
 OP_VERSION = "import-v1"
+"""Code version of every op of this job; bump it when an op's behaviour or output type changes."""
+
+
+def _op(**kwargs: Any) -> Any:
+    """`dg.op` with this job's code version, mirrored into a tag so each run records it."""
+    return dg.op(code_version=OP_VERSION, tags={CODE_VERSION_TAG: OP_VERSION}, **kwargs)
 
 
 class ImportLineupConfig(dg.Config):
@@ -142,10 +149,7 @@ def _read_lineup(config: ImportLineupConfig) -> tuple[bytes, str]:
         raise dg.Failure(f"{name}: cannot read the lineup file ({error.strerror})") from error
 
 
-@dg.op(
-    code_version=OP_VERSION,
-    tags={"airwave/code_version": OP_VERSION},
-)
+@_op()
 def plan_import_lineup(
     context: dg.OpExecutionContext,
     config: ImportLineupConfig,
@@ -232,13 +236,11 @@ def plan_import_lineup(
     )
 
 
-@dg.op(
+@_op(
     out={
         "packages": dg.Out(PackagesResult),
         "channels": dg.DynamicOut(ChannelTask),
     },
-    code_version=OP_VERSION,
-    tags={"airwave/code_version": OP_VERSION},
 )
 def create_packages(
     context: dg.OpExecutionContext,
@@ -373,11 +375,7 @@ def _apply_channel(
     result.reason = "; ".join(notes) or None
 
 
-@dg.op(
-    retry_policy=dg.RetryPolicy(max_retries=2, delay=1.0, backoff=dg.Backoff.EXPONENTIAL),
-    code_version=OP_VERSION,
-    tags={"airwave/code_version": OP_VERSION},
-)
+@_op(retry_policy=dg.RetryPolicy(max_retries=2, delay=1.0, backoff=dg.Backoff.EXPONENTIAL))
 def build_channel(
     context: dg.OpExecutionContext,
     task: ChannelTask,
@@ -474,7 +472,7 @@ def _markdown(report: ImportReport) -> str:
     return "\n".join(lines)
 
 
-@dg.op(code_version=OP_VERSION, tags={"airwave/code_version": OP_VERSION})
+@_op()
 def summarize_import(
     context: dg.OpExecutionContext,
     planned: PlannedImport,

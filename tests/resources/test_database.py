@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from airwave_dagster.domain.import_plan import InstanceState, plan_import
 from airwave_dagster.domain.library import Library, MediaItem
 from airwave_dagster.domain.lineup_file import parse_lineup
-from airwave_dagster.domain.schedule import build_schedule, cursor_from_storage
+from airwave_dagster.domain.schedule import build_schedule
 from resources import tables as t
 from resources.database import TRACE_JSON_LIMIT
 from tests import lineups
@@ -108,22 +108,8 @@ def test_schedule_write_replaces_rows_and_stores_the_cursor(store) -> None:
     assert [r.rating_key for r in stored] == [e.rating_key for e in build.entries]
     assert all(r.media_item_id is not None for r in stored)
     assert store.counts()["media_items"] == len({e.rating_key for e in build.entries})
-    assert store.schedule_cursor(channel_id) == cursor_from_storage(
-        *_stored_cursor(store, channel_id)
-    )
+    # The cursor survives its signed 32-bit storage, so an extension continues this pass.
     assert store.schedule_cursor(channel_id) == build.cursor
-
-
-def _stored_cursor(store, channel_id: str) -> tuple[int, int, int]:
-    with store.engine.connect() as conn:
-        row = conn.execute(
-            sa.select(
-                t.channel.c.schedule_pass_seed,
-                t.channel.c.schedule_pass_index,
-                t.channel.c.schedule_pass_pos,
-            ).where(t.channel.c.id == channel_id)
-        ).one()
-    return (row[0], row[1], row[2])
 
 
 def test_trace_payloads_are_capped_and_failures_swallowed(store) -> None:
