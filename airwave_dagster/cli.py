@@ -145,7 +145,7 @@ def _run_import(
             stdout.print(f"started run {run.run_id}", highlight=False)
             return 0
         stderr.print(f"run {run.run_id} started; waiting for it to finish", highlight=False)
-        last = (-1, None)
+        last: tuple[int, int | None] = (-1, None)
         while True:
             current = instance.get_run_by_id(run.run_id)
             if current is not None and current.is_finished:

@@ -459,7 +459,7 @@ def _markdown(report: ImportReport) -> str:
     ]
     for c in sorted(report.channels, key=lambda c: c.number):
         number = f"{c.number}" + (f" (was {c.original_number})" if c.number_reassigned else "")
-        status = "disabled" if c.status == "created" and c.disabled else c.status
+        status: str = "disabled" if c.status == "created" and c.disabled else c.status
         if c.dry_run and c.status == "created":
             status = "would create" + (" (disabled)" if c.disabled else "")
         pool = "" if c.pool_size is None else str(c.pool_size)

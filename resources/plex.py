@@ -355,7 +355,7 @@ class PlexClient:
     def _tag(
         self, section: LibrarySection, plex_field: FilteringField, condition: Condition
     ) -> Translated:
-        key = plex_field.key
+        key = str(plex_field.key)
         negate = condition.op == "isNot"
         if plex_field.type not in LIST_FIELD_TYPES:
             # String-typed Plex fields (studio, editionTitle) have an exact "is" / "is not".

@@ -375,7 +375,7 @@ class Renderer:
             fields = FIELDS[item_type] if item_type != "season" else {}
             for definition in fields.values():
                 if definition.choices:
-                    pairs = [
+                    pairs: list[tuple[str, object]] = [
                         ("filter", definition.key),
                         ("filterType", definition.type),
                         ("key", f"{base}/{definition.key}{query}"),
