@@ -122,11 +122,18 @@ def _mapping_key(number: int) -> str:
     return f"ch_{number}"
 
 
+def _step_key(context: dg.OpExecutionContext) -> str:
+    """The step key as Dagster writes it: `build_channel[ch_101]` for a mapped step."""
+    mapping_key = context.get_mapping_key()
+    op = context.op_def.name  # this job aliases no op, so the definition name is the node name
+    return f"{op}[{mapping_key}]" if mapping_key else op
+
+
 def _trace(context: dg.OpExecutionContext, store: AirwaveStore, **fields: object) -> None:
     """One import trace row keyed by this run, step and attempt (best effort)."""
     store.record_trace(
         run_id=context.run_id,
-        step_key=context.get_step_execution_context().step.key,
+        step_key=_step_key(context),
         attempt=context.retry_number + 1,
         **fields,
     )

@@ -1,0 +1,88 @@
+"""Ops of `import_lineup` invoked directly: the report step's completeness guard and rendering."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+
+from airwave_dagster.domain.import_plan import InstanceState, plan_import
+from airwave_dagster.domain.lineup_file import parse_lineup
+from ops.lineup_import import (
+    ChannelResult,
+    ImportLineupConfig,
+    ImportReport,
+    PackagesResult,
+    PlannedImport,
+    _markdown,
+    _read_lineup,
+    summarize_import,
+)
+from resources.database import DatabaseResource
+from tests import lineups
+
+pytestmark = pytest.mark.postgres
+
+
+def _planned(count: int) -> PlannedImport:
+    data = lineups.genre_lineup(count)
+    plan = plan_import(parse_lineup(json.dumps(data).encode(), source="x.json"), InstanceState())
+    return PlannedImport(
+        plan=plan, lineup_name="x.json", lineup_sha256="0" * 64, source_id="s", dry_run=False
+    )
+
+
+def _result(number: int, name: str = "c") -> ChannelResult:
+    return ChannelResult(
+        number=number, original_number=number, name=name, package_key=None, status="created"
+    )
+
+
+def _context(url: str) -> dg.OpExecutionContext:
+    return dg.build_op_context(resources={"database": DatabaseResource(url=url)})
+
+
+def test_report_fails_naming_channels_without_a_build_result(clean_db: str) -> None:
+    planned = _planned(3)
+    packages = PackagesResult(created=["genres"], reused=[], would_create=[])
+
+    with pytest.raises(dg.Failure) as missing:
+        summarize_import(_context(clean_db), planned, packages, [_result(100)])
+
+    assert "2 planned channel(s) have no build result: 101, 102" in str(missing.value.description)
+
+
+def test_report_table_marks_renumbering_dry_runs_and_escapes_pipes() -> None:
+    channels = [
+        _result(105, "Rock | Roll").model_copy(
+            update={"original_number": 101, "number_reassigned": True, "pool_size": 12}
+        ),
+        _result(7).model_copy(update={"dry_run": True, "disabled": True}),
+        _result(9).model_copy(update={"status": "failed", "reason": "number 9 was taken"}),
+    ]
+    report = ImportReport(
+        lineup_name="x.json",
+        dry_run=False,
+        packages_created=0,
+        packages_reused=0,
+        channels_created=1,
+        channels_skipped=0,
+        channels_disabled=1,
+        channels_failed=1,
+        channels_reassigned=1,
+        channels=channels,
+    )
+
+    rows = _markdown(report).splitlines()
+
+    assert rows[2].startswith("| 7 | c |  | would create (disabled) |")
+    assert rows[3] == "| 9 | c |  | failed |  |  | number 9 was taken |"
+    assert rows[4] == "| 105 (was 101) | Rock \\| Roll |  | created | 12 |  |  |"
+
+
+def test_unreadable_lineup_path_is_a_clear_failure(tmp_path) -> None:
+    with pytest.raises(dg.Failure, match=r"missing\.json: cannot read the lineup file"):
+        _read_lineup(ImportLineupConfig(lineup_path=str(tmp_path / "missing.json")))
+    with pytest.raises(dg.Failure, match="needs `lineup_path` or `lineup_json`"):
+        _read_lineup(ImportLineupConfig())
