@@ -98,3 +98,48 @@ def test_schema_and_db_upgrade(cli_env) -> None:
     upgraded = _airwave(cli_env, "db", "upgrade")
     assert upgraded.returncode == 0, upgraded.stderr
     assert f"at revision {migrations.HEAD}" in upgraded.stdout
+
+
+def test_demo_starts_the_emulator_itself_and_imports_twice(cli_env, store) -> None:
+    env = {k: v for k, v in cli_env.items() if k not in (environment.PLEX_URL_ENV, "PLEX_TOKEN")}
+    try:
+        done = _airwave(env, "demo")
+        assert done.returncode == 0, done.stderr
+        assert "Dry-run report (nothing was written)" in done.stdout
+        assert "Import report" in done.stdout
+        assert store.counts()["channels"] == 14
+        state = json.loads((Path(env["AIRWAVE_HOME"]) / "plex-emulator.json").read_text())
+        assert state["url"].startswith("http://127.0.0.1:")
+    finally:
+        _airwave(env, "db", "stop")
+
+
+def test_plex_emulator_verb_serves_until_terminated(cli_env) -> None:
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [AIRWAVE, "plex-emulator", "--port", str(port), "--items", "100", "--latency-ms", "1"],
+        env=cli_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/__emulator/stats", timeout=2
+                ) as response:
+                    assert response.status == 200
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the emulator never answered"
+                time.sleep(0.2)
+    finally:
+        process.terminate()
+        assert process.wait(timeout=30) == 0
