@@ -102,6 +102,28 @@ class ChannelResult(BaseModel):
     schedule_slots: int | None = None
     number_reassigned: bool = False
 
+    @classmethod
+    def of(
+        cls,
+        channel: PlannedChannel,
+        *,
+        status: Literal["created", "skipped", "failed"],
+        dry_run: bool,
+        reason: str | None = None,
+    ) -> "ChannelResult":
+        """The outcome of a planned channel, before any build detail is known."""
+        return cls(
+            number=channel.assigned_number,
+            original_number=channel.original_number,
+            name=channel.name,
+            package_key=channel.package_key,
+            status=status,
+            disabled=channel.disabled,
+            dry_run=dry_run,
+            reason=reason,
+            number_reassigned=channel.number_reassigned,
+        )
+
 
 class ImportReport(BaseModel):
     """What the import did (or, for a dry-run, would do)."""
@@ -399,16 +421,7 @@ def build_channel(
     started = datetime.now(UTC)
     planned = task.channel
     store = database.get_store()
-    result = ChannelResult(
-        number=planned.assigned_number,
-        original_number=planned.original_number,
-        name=planned.name,
-        package_key=planned.package_key,
-        status="created",
-        disabled=planned.disabled,
-        dry_run=task.dry_run,
-        number_reassigned=planned.number_reassigned,
-    )
+    result = ChannelResult.of(planned, status="created", dry_run=task.dry_run)
     try:
         _apply_channel(context, task, store, plex, result, started)
     except Exception as error:
@@ -504,15 +517,7 @@ def summarize_import(
             )
         )
     skipped = [
-        ChannelResult(
-            number=c.original_number,
-            original_number=c.original_number,
-            name=c.name,
-            package_key=c.package_key,
-            status="skipped",
-            dry_run=planned.dry_run,
-            reason=c.skip_reason,
-        )
+        ChannelResult.of(c, status="skipped", dry_run=planned.dry_run, reason=c.skip_reason)
         for c in plan.channels
         if c.action == "skip-duplicate"
     ]
