@@ -297,26 +297,6 @@ def create_packages(
         result = PackagesResult(
             created=list(outcome.created), reused=list(outcome.reused), would_create=[]
         )
-    _trace(
-        context,
-        store,
-        step_name="createPackages",
-        phase="packages",
-        dry_run=planned.dry_run,
-        status="ok",
-        output={
-            "created": len(result.created) + len(result.would_create),
-            "reused": len(result.reused),
-            "packages": [
-                {
-                    "key": p.key,
-                    "name": p.name,
-                    "action": "reuse" if p.key in result.reused else "create",
-                }
-                for p in plan.packages
-            ],
-        },
-    )
     for package in plan.packages:
         reused = package.key in result.reused
         _trace(
@@ -328,6 +308,7 @@ def create_packages(
             status="ok" if reused else "created",
             reason="reused the existing package with this key" if reused else None,
             package_key=package.key,
+            output={"name": package.name, "action": "reuse" if reused else "create"},
         )
     yield dg.Output(result, output_name="packages")
     for channel in plan.creates():
