@@ -311,12 +311,12 @@ def db_group() -> None:
 @db_group.command("upgrade")
 def db_upgrade() -> None:
     """Create the schemas and apply every migration (idempotent)."""
-    from resources.migrations import current_revision
+    from resources.migrations import current_revisions
 
     env = _prepare()
     stdout.print(
         f"database {environment.redact(env.database_url)} at revision "
-        f"{current_revision(env.database_url)}",
+        f"{', '.join(sorted(current_revisions(env.database_url))) or 'none'}",
         highlight=False,
     )
 

@@ -135,6 +135,13 @@ channel = sa.Table(
     sa.Column("signature", sa.Text),
     # Provenance of the run that created the row.
     sa.Column("created_by_run_id", sa.Text),
+    # Reserve, don't check (resources/claims.py): while a build holds the number, the row is
+    # disabled and names its claimant; commit clears these, a failed build deletes the row, and a
+    # claim whose heartbeat stopped may be taken over.
+    sa.Column("claim_run_id", sa.Text),
+    sa.Column("claim_step_key", sa.Text),
+    sa.Column("claim_attempt", sa.Integer),
+    sa.Column("claim_heartbeat_at", sa.DateTime(timezone=True)),
     *_timestamps(),
     sa.CheckConstraint("number > 0", name="channel_number_positive"),
     sa.CheckConstraint("ordering IN ('SHUFFLE','IN_ORDER','BY_AIR_DATE')", name="channel_ordering"),
@@ -233,6 +240,20 @@ step_output = sa.Table(
     sa.Column("type_name", sa.Text, nullable=False),
     sa.Column("code_version", sa.Text),
     sa.Column("value", pg.JSONB, nullable=False),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+)
+
+
+# Idempotent starts: one row per idempotency key (the lineup content hash for imports, or a key the
+# caller gives) naming the run it started; see airwave_dagster/launcher.py.
+run_start = sa.Table(
+    "run_start",
+    metadata,
+    sa.Column("idempotency_key", sa.Text, primary_key=True),
+    sa.Column("job_name", sa.Text, nullable=False),
+    sa.Column("run_id", sa.Text, nullable=False),
     sa.Column(
         "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),

@@ -14,7 +14,8 @@ from airwave_dagster import environment
 # Isolates plexapi from the developer's config; nothing above imports plexapi.
 from tests import plex_fixtures  # noqa: F401
 
-TEST_DATABASE = "airwave_test"
+# Overridable so that several checkouts (or agents) can run the suite on one server at once.
+TEST_DATABASE = os.environ.get("AIRWAVE_TEST_DB", "airwave_test")
 
 
 def _server_url() -> str:

@@ -12,8 +12,6 @@ from resources.tables import SCHEMA
 
 _HERE = Path(__file__).resolve().parent
 
-HEAD = "0002"
-"""The newest revision; tests assert it matches the scripts so the fast check stays honest."""
 # Any fixed 64-bit number works; it only has to be the same in every process of the project.
 _MIGRATION_LOCK_ID = 0x41_49_52_57_41_56_45
 
@@ -27,7 +25,14 @@ def alembic_config(database_url: str) -> Config:
     return config
 
 
-def upgrade(database_url: str, revision: str = "head") -> None:
+def heads() -> frozenset[str]:
+    """The newest revision of every branch of the scripts (normally exactly one)."""
+    from alembic.script import ScriptDirectory
+
+    return frozenset(ScriptDirectory.from_config(alembic_config("")).get_heads())
+
+
+def upgrade(database_url: str, revision: str = "heads") -> None:
     """Bring the `airwave` schema to `revision`; idempotent and safe to call concurrently.
 
     A transaction-scoped advisory lock serialises concurrent callers (a CLI command, a code server
@@ -45,30 +50,30 @@ def upgrade(database_url: str, revision: str = "head") -> None:
         engine.dispose()
 
 
-def current_revision(database_url: str) -> str | None:
-    """The revision the database is at, or None before the first upgrade."""
+def current_revisions(database_url: str) -> frozenset[str]:
+    """The revisions the database is at (one per branch), empty before the first upgrade."""
     from alembic.runtime.migration import MigrationContext
 
     engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"version_table_schema": SCHEMA})
-            return context.get_current_revision()
+            return frozenset(context.get_current_heads())
     finally:
         engine.dispose()
 
 
 def ensure_current(database_url: str) -> None:
-    """Upgrade unless the database is already at HEAD (one cheap query in the common case)."""
+    """Upgrade unless the database is already at the heads (one cheap query in the common case)."""
     engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
-            version = conn.execute(
-                sa.text(f"SELECT version_num FROM {SCHEMA}.alembic_version")
-            ).scalar_one_or_none()
+            versions = frozenset(
+                conn.execute(sa.text(f"SELECT version_num FROM {SCHEMA}.alembic_version")).scalars()
+            )
     except sa.exc.ProgrammingError:
-        version = None
+        versions = frozenset()
     finally:
         engine.dispose()
-    if version != HEAD:
+    if versions != heads():
         upgrade(database_url)
