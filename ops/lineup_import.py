@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from airwave_dagster.domain.errors import AirwaveError
 from airwave_dagster.domain.filters import plex_sort
 from airwave_dagster.domain.import_plan import ImportPlan, PlannedChannel, plan_import
+from airwave_dagster.domain.library import MediaItem
 from airwave_dagster.domain.lineup_file import check_lineup_size, parse_lineup
 from airwave_dagster.domain.schedule import (
     INITIAL_WINDOW_SECONDS,
@@ -18,6 +19,8 @@ from airwave_dagster.domain.schedule import (
     channel_seed,
     resolve_bumper_plan,
 )
+from ops.durability import claimant, step_key
+from resources.claims import ChannelClaims
 from resources.database import AirwaveStore, DatabaseResource
 from resources.io_manager import CODE_VERSION_TAG
 from resources.plex import PlexError, PlexResource
@@ -25,7 +28,7 @@ from resources.plex import PlexError, PlexResource
 IMPORT_CONCURRENCY = 4
 """At most this many channel builds run at once (a sliding window, not waves)."""
 
-OP_VERSION = "import-v1"
+OP_VERSION = "import-v2"
 """Code version of every op of this job; bump it when an op's behaviour or output type changes."""
 
 
@@ -101,6 +104,9 @@ class ChannelResult(BaseModel):
     pool_size: int | None = None
     schedule_slots: int | None = None
     number_reassigned: bool = False
+    adopted: bool = Field(
+        default=False, description="Built by an earlier attempt of this channel and adopted."
+    )
 
     @classmethod
     def of(
@@ -144,18 +150,11 @@ def _mapping_key(number: int) -> str:
     return f"ch_{number}"
 
 
-def _step_key(context: dg.OpExecutionContext) -> str:
-    """The step key as Dagster writes it: `build_channel[ch_101]` for a mapped step."""
-    mapping_key = context.get_mapping_key()
-    op = context.op_def.name  # this job aliases no op, so the definition name is the node name
-    return f"{op}[{mapping_key}]" if mapping_key else op
-
-
 def _trace(context: dg.OpExecutionContext, store: AirwaveStore, **fields: object) -> None:
     """One import trace row keyed by this run, step and attempt (best effort)."""
     store.record_trace(
         run_id=context.run_id,
-        step_key=_step_key(context),
+        step_key=step_key(context),
         attempt=context.retry_number + 1,
         **fields,
     )
@@ -324,6 +323,16 @@ def create_packages(
         )
 
 
+def _resolve(plex: PlexResource, planned: PlannedChannel) -> list[MediaItem]:
+    """The channel's pool from Plex (INCLUDE adds, EXCLUDE removes), in its play order."""
+    if not planned.definitions:
+        return []
+    return plex.get_client().resolve_pool(
+        [(d.mode, d.plex_filter, d.plex_library_key) for d in planned.definitions],
+        sort=plex_sort(planned.ordering, planned.sort_field, planned.sort_dir),
+    )
+
+
 def _apply_channel(
     context: dg.OpExecutionContext,
     task: ChannelTask,
@@ -332,56 +341,92 @@ def _apply_channel(
     result: ChannelResult,
     started: datetime,
 ) -> None:
-    """Resolve, create and schedule one channel, recording the outcome on `result`."""
+    """Claim, resolve, create and schedule one channel, recording the outcome on `result`.
+
+    Reserve, don't check: the number is claimed before Plex is asked for anything, so a
+    duplicate attempt (retry, resume, orphaned step process) waits for this one and adopts its
+    channel instead of resolving the pool a second time. The definitions, the schedule and
+    enabling the row commit in one transaction; any failure deletes the claim. A dry-run claims
+    nothing and writes nothing.
+    """
     planned = task.channel
     notes: list[str] = []
     if planned.dropped_kinds:
         notes.append(f"dropped {', '.join(planned.dropped_kinds)}: only filters are portable")
     if planned.library_unmatched:
         notes.append("library title not on this server: searched every library of its types")
-    pool = []
-    if planned.definitions:
-        pool = plex.get_client().resolve_pool(
-            [(d.mode, d.plex_filter, d.plex_library_key) for d in planned.definitions],
-            sort=plex_sort(planned.ordering, planned.sort_field, planned.sort_dir),
-        )
-        result.pool_size = len(pool)
-        if not pool:
-            notes.append("filter matches nothing in the library: no schedule to lay")
     if planned.disabled:
         notes.append("no portable filter: imported disabled")
-    if not task.dry_run:
-        if task.source_id is None:
-            raise dg.Failure("the plan has no media source id; re-plan the import")
-        creation = store.create_channel(
+    if task.dry_run:
+        pool = _resolve(plex, planned)
+        result.pool_size = len(pool) if planned.definitions else None
+        if planned.definitions and not pool:
+            notes.append("filter matches nothing in the library: no schedule to lay")
+        result.reason = "; ".join(notes) or None
+        return
+    if task.source_id is None:
+        raise dg.Failure("the plan has no media source id; re-plan the import")
+    claims = ChannelClaims(store.engine)
+    me = claimant(context)
+    outcome = claims.claim(
+        number=planned.assigned_number,
+        claimant=me,
+        signature=planned.signature,
+        values=store.channel_values(
             planned, source_id=task.source_id, package_id=task.package_id, run_id=context.run_id
+        ),
+    )
+    if outcome.kind == "conflict" or outcome.channel_id is None:
+        result.status = "failed"
+        notes.append(outcome.detail or "channel number conflict")
+        result.reason = "; ".join(notes)
+        return
+    result.channel_id = outcome.channel_id
+    if outcome.kind == "existing":
+        context.log.info(f"channel {planned.assigned_number} was built by an earlier attempt")
+        result.adopted = True
+        result.schedule_slots = store.schedule_count(outcome.channel_id)
+        notes.append("built by an earlier attempt: adopted, not rebuilt")
+        result.reason = "; ".join(notes)
+        return
+    if outcome.took_over is not None:
+        context.log.warning(
+            f"took over channel {planned.assigned_number} from {outcome.took_over.describe()}, "
+            "whose heartbeat had stopped"
         )
-        if creation.status == "conflict":
-            result.status = "failed"
-            notes.append(creation.detail or "channel number conflict")
-        else:
-            result.channel_id = creation.channel_id
-            if creation.status == "existing":
-                context.log.info(
-                    f"channel {planned.assigned_number} already created by an earlier attempt"
-                )
-            if not planned.disabled and planned.enabled and creation.channel_id is not None:
-                seed = channel_seed(creation.channel_id)
-                build = build_schedule(
-                    pool,
-                    ordering=planned.ordering,
-                    channel_seed=seed,
-                    start_at=started,
-                    window_seconds=INITIAL_WINDOW_SECONDS,
-                    bumpers=resolve_bumper_plan(planned.bumper_mode, enabled=True),
-                )
-                result.schedule_slots = store.write_schedule(
-                    creation.channel_id,
-                    source_id=task.source_id,
-                    shuffle_seed=seed,
-                    build=build,
-                    pool=pool,
-                )
+    enabled = planned.enabled and not planned.disabled
+    try:
+        with claims.held(outcome.channel_id, me):
+            pool = _resolve(plex, planned)
+            if planned.definitions:
+                result.pool_size = len(pool)
+                if not pool:
+                    notes.append("filter matches nothing in the library: no schedule to lay")
+            with store.transaction() as conn:
+                store.insert_definitions(conn, outcome.channel_id, planned)
+                if enabled:
+                    seed = channel_seed(outcome.channel_id)
+                    build = build_schedule(
+                        pool,
+                        ordering=planned.ordering,
+                        channel_seed=seed,
+                        start_at=started,
+                        window_seconds=INITIAL_WINDOW_SECONDS,
+                        bumpers=resolve_bumper_plan(planned.bumper_mode, enabled=True),
+                    )
+                    result.schedule_slots = store.write_schedule(
+                        outcome.channel_id,
+                        source_id=task.source_id,
+                        shuffle_seed=seed,
+                        build=build,
+                        pool=pool,
+                        conn=conn,
+                    )
+                claims.commit(conn, outcome.channel_id, me, enabled=enabled)
+    except BaseException:
+        # Failure, cancel or interrupt: give the number back so the next attempt starts clean.
+        claims.release(outcome.channel_id, me)
+        raise
     result.reason = "; ".join(notes) or None
 
 
@@ -424,6 +469,8 @@ def build_channel(
         )
         raise
     status = "disabled" if result.status == "created" and planned.disabled else result.status
+    if result.adopted:
+        status = "adopted"
     _trace(
         context,
         store,

@@ -251,83 +251,80 @@ class AirwaveStore:
         package_id: str | None,
         run_id: str,
     ) -> ChannelCreation:
-        """Create the channel and its definitions in one transaction.
+        """Claim, write and enable a planned channel at once (no expensive work in between).
 
-        If the number is taken, the existing row is ours only when its content signature equals
-        the plan's (a previous attempt of this same step); anything else is a conflict that is
-        reported, never silently adopted.
+        The same reserve-don't-check path a build takes (`resources.claims`), for callers that
+        have nothing to do between the claim and the commit: a taken number is adopted only when
+        the stored row has the plan's content signature, anything else is a conflict.
         """
-        channel_id = new_id()
-        try:
-            with self.transaction() as conn:
-                conn.execute(
-                    t.channel.insert().values(
-                        id=channel_id,
-                        number=planned.assigned_number,
-                        name=planned.name.strip(),
-                        callsign=planned.callsign,
-                        description=planned.description,
-                        icon=planned.icon,
-                        tint=planned.tint,
-                        enabled=planned.enabled and not planned.disabled,
-                        sort_index=planned.sort_index,
-                        ordering=planned.ordering,
-                        sort_field=planned.sort_field,
-                        sort_dir=planned.sort_dir,
-                        bumper_mode=planned.bumper_mode,
-                        media_source_id=source_id,
-                        package_id=package_id,
-                        signature=planned.signature,
-                        created_by_run_id=run_id,
-                    )
-                )
-                if planned.definitions:
-                    conn.execute(
-                        t.channel_definition.insert(),
-                        [
-                            {
-                                "id": new_id(),
-                                "channel_id": channel_id,
-                                "kind": "PREDICATE",
-                                "mode": d.mode,
-                                "sort_index": d.sort_index,
-                                "plex_filter": d.plex_filter,
-                                "plex_library_key": d.plex_library_key,
-                            }
-                            for d in planned.definitions
-                        ],
-                    )
-        except sa.exc.IntegrityError as error:
-            if "channel_number_key" not in str(error.orig):
-                raise
-            return self._number_taken(planned)
-        return ChannelCreation(status="created", channel_id=channel_id)
+        from resources.claims import ChannelClaims, Claimant
 
-    def _number_taken(self, planned: PlannedChannel) -> ChannelCreation:
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                sa.select(t.channel.c.id, t.channel.c.signature).where(
-                    t.channel.c.number == planned.assigned_number
-                )
-            ).one_or_none()
-        if row is None:
-            return ChannelCreation(
-                status="conflict",
-                channel_id=None,
-                detail=f"number {planned.assigned_number} was taken and released concurrently",
-            )
-        # The signature stored when the row was created identifies it even if its package has
-        # changed since; a row without one was not made by an import and is never adopted.
-        if row.signature == planned.signature:
-            return ChannelCreation(status="existing", channel_id=row.id)
-        return ChannelCreation(
-            status="conflict",
-            channel_id=None,
-            detail=(
-                f"number {planned.assigned_number} was taken by another channel after the plan "
-                "was made; re-import to plan a free number"
+        claims = ChannelClaims(self.engine)
+        claimant = Claimant(run_id=run_id, step_key="create_channel", attempt=1)
+        outcome = claims.claim(
+            number=planned.assigned_number,
+            claimant=claimant,
+            signature=planned.signature,
+            values=self.channel_values(
+                planned, source_id=source_id, package_id=package_id, run_id=run_id
             ),
         )
+        if outcome.kind != "claimed" or outcome.channel_id is None:
+            return ChannelCreation(
+                status="existing" if outcome.kind == "existing" else "conflict",
+                channel_id=outcome.channel_id,
+                detail=outcome.detail,
+            )
+        with self.transaction() as conn:
+            self.insert_definitions(conn, outcome.channel_id, planned)
+            claims.commit(
+                conn, outcome.channel_id, claimant, enabled=planned.enabled and not planned.disabled
+            )
+        return ChannelCreation(status="created", channel_id=outcome.channel_id)
+
+    @staticmethod
+    def channel_values(
+        planned: PlannedChannel, *, source_id: str, package_id: str | None, run_id: str
+    ) -> dict[str, Any]:
+        """The channel row's columns for a planned import channel (number and claim excluded)."""
+        return {
+            "name": planned.name.strip(),
+            "callsign": planned.callsign,
+            "description": planned.description,
+            "icon": planned.icon,
+            "tint": planned.tint,
+            "sort_index": planned.sort_index,
+            "ordering": planned.ordering,
+            "sort_field": planned.sort_field,
+            "sort_dir": planned.sort_dir,
+            "bumper_mode": planned.bumper_mode,
+            "media_source_id": source_id,
+            "package_id": package_id,
+            "created_by_run_id": run_id,
+        }
+
+    @staticmethod
+    def insert_definitions(conn: Connection, channel_id: str, planned: PlannedChannel) -> None:
+        """Write the channel's filter definitions (replacing any a dead attempt left)."""
+        conn.execute(
+            t.channel_definition.delete().where(t.channel_definition.c.channel_id == channel_id)
+        )
+        if planned.definitions:
+            conn.execute(
+                t.channel_definition.insert(),
+                [
+                    {
+                        "id": new_id(),
+                        "channel_id": channel_id,
+                        "kind": "PREDICATE",
+                        "mode": d.mode,
+                        "sort_index": d.sort_index,
+                        "plex_filter": d.plex_filter,
+                        "plex_library_key": d.plex_library_key,
+                    }
+                    for d in planned.definitions
+                ],
+            )
 
     def write_schedule(
         self,
@@ -337,46 +334,57 @@ class AirwaveStore:
         shuffle_seed: int,
         build: ScheduleBuild,
         pool: Sequence[MediaItem],
+        conn: Connection | None = None,
     ) -> int:
         """Replace the channel's schedule with `build` and store its pass cursor.
 
         Media items referenced by the schedule are upserted into the item cache first so every
-        row links to its item. Returns the number of rows written.
+        row links to its item. Runs inside `conn`'s transaction when given (so a build can commit
+        its channel and schedule together), else in its own. Returns the number of rows written.
         """
+        if conn is None:
+            with self.transaction() as own:
+                return self.write_schedule(
+                    channel_id,
+                    source_id=source_id,
+                    shuffle_seed=shuffle_seed,
+                    build=build,
+                    pool=pool,
+                    conn=own,
+                )
         used = {e.rating_key for e in build.entries if e.rating_key is not None}
         used |= {e.target_rating_key for e in build.entries if e.target_rating_key is not None}
         items = [item for item in pool if item.rating_key in used]
-        with self.transaction() as conn:
-            ids = self._upsert_media_items(conn, source_id, items)
-            conn.execute(t.schedule_item.delete().where(t.schedule_item.c.channel_id == channel_id))
-            if build.entries:
-                conn.execute(
-                    t.schedule_item.insert(),
-                    [
-                        {
-                            "channel_id": channel_id,
-                            "kind": entry.kind,
-                            "starts_at": entry.starts_at,
-                            "duration_seconds": entry.duration_seconds,
-                            "rating_key": entry.rating_key,
-                            "bumper_kind": entry.bumper_kind,
-                            "media_item_id": ids.get(entry.rating_key or ""),
-                            "target_media_item_id": ids.get(entry.target_rating_key or ""),
-                        }
-                        for entry in build.entries
-                    ],
-                )
-            seed, index, pos = cursor_to_storage(build.cursor)
+        ids = self._upsert_media_items(conn, source_id, items)
+        conn.execute(t.schedule_item.delete().where(t.schedule_item.c.channel_id == channel_id))
+        if build.entries:
             conn.execute(
-                t.channel.update()
-                .where(t.channel.c.id == channel_id)
-                .values(
-                    shuffle_seed=shuffle_seed,
-                    schedule_pass_seed=seed,
-                    schedule_pass_index=index,
-                    schedule_pass_pos=pos,
-                )
+                t.schedule_item.insert(),
+                [
+                    {
+                        "channel_id": channel_id,
+                        "kind": entry.kind,
+                        "starts_at": entry.starts_at,
+                        "duration_seconds": entry.duration_seconds,
+                        "rating_key": entry.rating_key,
+                        "bumper_kind": entry.bumper_kind,
+                        "media_item_id": ids.get(entry.rating_key or ""),
+                        "target_media_item_id": ids.get(entry.target_rating_key or ""),
+                    }
+                    for entry in build.entries
+                ],
             )
+        seed, index, pos = cursor_to_storage(build.cursor)
+        conn.execute(
+            t.channel.update()
+            .where(t.channel.c.id == channel_id)
+            .values(
+                shuffle_seed=shuffle_seed,
+                schedule_pass_seed=seed,
+                schedule_pass_index=index,
+                schedule_pass_pos=pos,
+            )
+        )
         return len(build.entries)
 
     def _upsert_media_items(
@@ -418,6 +426,17 @@ class AirwaveStore:
             )
         )
         return {row.rating_key: row.id for row in found}
+
+    def schedule_count(self, channel_id: str) -> int:
+        """How many schedule rows the channel has."""
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    sa.select(sa.func.count())
+                    .select_from(t.schedule_item)
+                    .where(t.schedule_item.c.channel_id == channel_id)
+                ).scalar_one()
+            )
 
     def schedule_cursor(self, channel_id: str) -> ScheduleCursor | None:
         """The stored pass cursor of a channel (None before its first build)."""
