@@ -389,6 +389,21 @@ def _apply_channel(
         notes.append("built by an earlier attempt: adopted, not rebuilt")
         result.reason = "; ".join(notes)
         return
+    # The work ledger: one row per attempt that started the expensive part of a build, so "each
+    # channel was built once" can be checked after any crash (docs/durability.md).
+    _trace(
+        context,
+        store,
+        step_name="buildChannel",
+        phase="claim",
+        dry_run=False,
+        status="claimed",
+        reason=f"took over from {outcome.took_over.describe()}" if outcome.took_over else None,
+        channel_name=planned.name,
+        channel_number=planned.assigned_number,
+        package_key=planned.package_key,
+        started_at=started,
+    )
     if outcome.took_over is not None:
         context.log.warning(
             f"took over channel {planned.assigned_number} from {outcome.took_over.describe()}, "
@@ -605,7 +620,7 @@ def import_executor(start_method: str = "forkserver") -> dg.ExecutorDefinition:
 
 @dg.job(
     executor_def=import_executor(),
-    tags={"airwave/job": "import_lineup"},
+    tags={"airwave/job": "import_lineup", "airwave/report_op": "summarize_import"},
     description="Recreate packages and channels from a lineup file (with a dry-run).",
 )
 def import_lineup():

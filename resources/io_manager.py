@@ -22,6 +22,14 @@ def _type_name(python_type: Any) -> str:
     return getattr(python_type, "__qualname__", None) or repr(python_type)
 
 
+def _op_code_version(context: dg.OutputContext) -> str | None:
+    """The code version tag of the op that produces this output, as the code declares it now."""
+    try:
+        return context.op_def.tags.get(CODE_VERSION_TAG)
+    except Exception:  # an output context without an op definition (e.g. built by hand)
+        return None
+
+
 class PostgresJsonIOManager(dg.ConfigurableIOManager):
     """Keeps every op output as JSON in `airwave.step_output`, never as pickles on local disk.
 
@@ -66,17 +74,29 @@ class PostgresJsonIOManager(dg.ConfigurableIOManager):
             raise dg.Failure(f"input {context.name!r} has no upstream output to load")
         key = (upstream.run_id, upstream.step_key, upstream.name, upstream.mapping_key or "")
         with engine_for(self.database.url).connect() as conn:
-            value = conn.execute(
-                sa.select(t.step_output.c.value).where(
+            row = conn.execute(
+                sa.select(t.step_output.c.value, t.step_output.c.code_version).where(
                     t.step_output.c.run_id == key[0],
                     t.step_output.c.step_key == key[1],
                     t.step_output.c.output_name == key[2],
                     t.step_output.c.mapping_key == key[3],
                 )
-            ).scalar_one_or_none()
+            ).one_or_none()
         where = f"output {upstream.name!r} of step {upstream.step_key!r} (run {upstream.run_id})"
-        if value is None:
+        if row is None:
             raise dg.Failure(f"no stored value for {where}")
+        value, stored_version = row
+        current_version = _op_code_version(upstream)
+        if stored_version != current_version:
+            # Backstop of the run coordinator's guard, for launch paths that bypass it: the value
+            # was made by different code than the op now declares.
+            raise dg.Failure(
+                description=(
+                    f"the stored {where} was produced by op version {stored_version or '(none)'} "
+                    f"but the op is now version {current_version or '(none)'}. Refusing to reuse "
+                    "it; start a new run instead of resuming this one."
+                )
+            )
         python_type = _python_type(upstream.dagster_type)
         try:
             return TypeAdapter(python_type).validate_python(value)

@@ -1,0 +1,95 @@
+"""Run launcher whose run workers can be health-checked, so dead runs do not stay STARTED.
+
+Dagster's `DefaultRunLauncher` cannot tell whether a run worker is alive
+(`supports_check_run_worker_health` is False), so a run whose worker vanished while its code
+server was gone too stays STARTED forever (notes/dagster-findings.md Q4b). This launcher answers
+the monitoring daemon's health check from the operating system: the run worker reports its pid in
+the event log ("Started process for run (pid: N)"), and when the code server that launched it is
+on this machine (a unix socket or a loopback address — always so under `airwave dev` and the CLI)
+a pid that no longer exists, or is a zombie, means the worker died. The daemon then marks the run
+failed within one poll interval (5 s in dagster.yaml), and run retries resume it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import dagster as dg
+from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, WorkerStatus
+from dagster._core.storage.tags import GRPC_INFO_TAG
+
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+
+def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
+    """The run worker's pid, from the engine event it reports when it starts."""
+    records = instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, limit=50
+    ).records
+    for record in records:
+        entry = record.event_log_entry
+        if entry.dagster_event is None or not (entry.message or "").startswith(
+            "Started process for run"
+        ):
+            continue
+        pid = entry.dagster_event.engine_event_data.metadata.get("pid")
+        if pid is not None:
+            try:
+                return int(str(pid.value))
+            except ValueError:
+                return None
+    return None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether `pid` is a live (not zombie) process on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: existence is all we can know
+    # The state is the first field after the parenthesised command name.
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def launched_locally(run: dg.DagsterRun) -> bool:
+    """Whether the run's code server (and so its worker) is on this machine."""
+    raw = run.tags.get(GRPC_INFO_TAG)
+    if not raw:
+        return False
+    try:
+        info = json.loads(raw)
+    except ValueError:
+        return False
+    return bool(info.get("socket")) or info.get("host") in _LOCAL_HOSTS
+
+
+class AirwaveRunLauncher(DefaultRunLauncher):
+    """`DefaultRunLauncher` plus a run-worker health check for workers on this machine."""
+
+    @property
+    def supports_check_run_worker_health(self) -> bool:
+        """The monitoring daemon may ask whether a run's worker is alive."""
+        return True
+
+    def check_run_worker_health(self, run: dg.DagsterRun) -> CheckRunHealthResult:
+        """FAILED when this machine's run worker process is gone; RUNNING when unknowable."""
+        if not launched_locally(run):
+            return CheckRunHealthResult(WorkerStatus.RUNNING, "worker not on this machine")
+        pid = worker_pid(self._instance, run.run_id)
+        if pid is None:
+            return CheckRunHealthResult(WorkerStatus.RUNNING, "worker pid not reported yet")
+        if process_alive(pid):
+            return CheckRunHealthResult(WorkerStatus.RUNNING, run_worker_id=str(pid))
+        return CheckRunHealthResult(
+            WorkerStatus.FAILED,
+            f"run worker process {pid} is gone (killed or crashed)",
+            run_worker_id=str(pid),
+        )

@@ -1,0 +1,219 @@
+"""`lineup_upload_sensor`: every lineup file dropped into the inbox becomes one import run.
+
+The inbox is `$AIRWAVE_INBOX` (default `.airwave/inbox`). Each tick looks at the regular `*.json`
+files directly in it:
+
+- a file still being written is left alone: it must have kept the same size and modification
+  time since the previous tick and be at least `SETTLE_SECONDS` old;
+- symlinks, hidden files and anything not directly in the inbox are ignored;
+- a file over 10 MB, or one that fails validation, starts no run: it moves to `rejected/` with a
+  `<name>.error.txt` beside it that says why (every problem, with its JSON path);
+- a valid file requests an `import_lineup` run whose run key is the SHA-256 of its content, so
+  the same content uploaded twice gives one run (the daemon drops a repeated run key); once the
+  run exists the file moves to `processed/`.
+
+Nothing is lost when the daemon stops between ticks: the cursor remembers which requested runs
+still have to be confirmed before their files move.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+
+from airwave_dagster.domain.errors import AirwaveError
+from airwave_dagster.domain.lineup_file import MAX_LINEUP_BYTES, parse_lineup
+from airwave_dagster.environment import airwave_home
+
+INBOX_ENV = "AIRWAVE_INBOX"
+SETTLE_SECONDS = 2.0
+"""A file younger than this may still be growing; it waits for a later tick."""
+RUN_KEY_TAG = "dagster/run_key"
+IDEMPOTENCY_TAG = "airwave/idempotency_key"
+
+
+def inbox_dir() -> Path:
+    """The watched folder (created on first use, with its `processed/` and `rejected/`)."""
+    raw = os.environ.get(INBOX_ENV)
+    inbox = Path(raw).expanduser() if raw else airwave_home() / "inbox"
+    for path in (inbox, inbox / "processed", inbox / "rejected"):
+        path.mkdir(parents=True, exist_ok=True)
+    return inbox
+
+
+def import_key(digest: str) -> str:
+    """The idempotency key `airwave import` uses for the same content (a full, real import)."""
+    return f"import_lineup:{digest}:write:all"
+
+
+@dataclass
+class InboxCursor:
+    """What the sensor remembers between ticks."""
+
+    seen: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """File name → (size, mtime_ns) at the previous tick, to recognise a file still growing."""
+    pending: dict[str, str] = field(default_factory=dict)
+    """File name → content SHA-256 of requested runs whose files have not moved yet."""
+
+    @classmethod
+    def load(cls, raw: str | None) -> InboxCursor:
+        """Parse a stored cursor; an unreadable one starts afresh (files are re-examined)."""
+        if not raw:
+            return cls()
+        try:
+            data = json.loads(raw)
+            return cls(
+                seen={k: (int(v[0]), int(v[1])) for k, v in data.get("seen", {}).items()},
+                pending={str(k): str(v) for k, v in data.get("pending", {}).items()},
+            )
+        except (ValueError, TypeError, KeyError, IndexError):
+            return cls()
+
+    def dump(self) -> str:
+        """The cursor as stored by Dagster."""
+        return json.dumps(
+            {"seen": {k: list(v) for k, v in self.seen.items()}, "pending": self.pending},
+            sort_keys=True,
+        )
+
+
+def _move(path: Path, folder: Path, digest: str | None) -> Path:
+    """Move `path` into `folder`, never overwriting an earlier file of the same name."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    prefix = digest[:12] if digest else stamp
+    target = folder / f"{prefix}-{path.name}"
+    counter = 1
+    while target.exists():
+        target = folder / f"{prefix}-{counter}-{path.name}"
+        counter += 1
+    shutil.move(str(path), target)
+    return target
+
+
+def _reject(path: Path, inbox: Path, reason: str) -> Path:
+    target = _move(path, inbox / "rejected", None)
+    target.with_name(target.name + ".error.txt").write_text(reason + "\n", encoding="utf-8")
+    return target
+
+
+def _candidates(inbox: Path) -> list[Path]:
+    """Regular, visible `*.json` files directly in the inbox (symlinks are never followed)."""
+    files = []
+    for entry in sorted(inbox.iterdir()):
+        if entry.name.startswith(".") or entry.suffix.lower() != ".json":
+            continue
+        if entry.is_symlink() or not entry.is_file():
+            continue
+        if entry.resolve().parent != inbox.resolve():
+            continue
+        files.append(entry)
+    return files
+
+
+def _run_exists(instance: dg.DagsterInstance, digest: str) -> bool:
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: digest}), limit=1)
+    return bool(runs)
+
+
+def evaluate_inbox(
+    context: dg.SensorEvaluationContext, inbox: Path, *, now: float | None = None
+) -> dg.SensorResult:
+    """One tick over `inbox` (the sensor body, separated so tests can pass any folder)."""
+    cursor = InboxCursor.load(context.cursor)
+    now = time.time() if now is None else now
+    notes: list[str] = []
+
+    # Files whose run was requested on an earlier tick move once the run exists.
+    for name, digest in list(cursor.pending.items()):
+        path = inbox / name
+        if not path.exists():
+            del cursor.pending[name]
+        elif _run_exists(context.instance, digest):
+            _move(path, inbox / "processed", digest)
+            del cursor.pending[name]
+            notes.append(f"{name}: run created, moved to processed/")
+
+    requests: list[dg.RunRequest] = []
+    requested: set[str] = set()
+    seen: dict[str, tuple[int, int]] = {}
+    for path in _candidates(inbox):
+        if path.name in cursor.pending:
+            continue
+        stat = path.stat()
+        if stat.st_size > MAX_LINEUP_BYTES:
+            _reject(
+                path,
+                inbox,
+                f"{path.name}: the file is {stat.st_size:,} bytes; lineup files are limited to "
+                f"{MAX_LINEUP_BYTES:,} bytes (10 MB)",
+            )
+            notes.append(f"{path.name}: rejected (too large)")
+            continue
+        signature = (stat.st_size, stat.st_mtime_ns)
+        if cursor.seen.get(path.name) != signature or now - stat.st_mtime < SETTLE_SECONDS:
+            seen[path.name] = signature  # new or still changing: look again next tick
+            continue
+        content = path.read_bytes()
+        digest = hashlib.sha256(content).hexdigest()
+        try:
+            parse_lineup(content, source=path.name)
+        except AirwaveError as error:
+            _reject(path, inbox, str(error))
+            notes.append(f"{path.name}: rejected (invalid)")
+            continue
+        if _run_exists(context.instance, digest):
+            _move(path, inbox / "processed", digest)
+            notes.append(f"{path.name}: same content as an earlier upload; its run exists")
+            continue
+        cursor.pending[path.name] = digest
+        if digest in requested:
+            continue  # the same content twice in one tick: one run, both files move with it
+        requested.add(digest)
+        requests.append(
+            dg.RunRequest(
+                run_key=digest,
+                run_config={
+                    "ops": {
+                        "plan_import_lineup": {
+                            "config": {
+                                "lineup_json": content.decode("utf-8"),
+                                "lineup_name": path.name,
+                            }
+                        }
+                    }
+                },
+                tags={
+                    "airwave/lineup": path.name,
+                    "airwave/dry_run": "false",
+                    "airwave/lineup_sha256": digest,
+                    IDEMPOTENCY_TAG: import_key(digest),
+                },
+            )
+        )
+    cursor.seen = seen
+    if requests:
+        return dg.SensorResult(run_requests=requests, cursor=cursor.dump())
+    reason = "; ".join(notes) if notes else "no new lineup files"
+    return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=cursor.dump())
+
+
+@dg.sensor(
+    job_name="import_lineup",
+    minimum_interval_seconds=5,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description=(
+        "Starts an import_lineup run for each lineup file dropped into $AIRWAVE_INBOX "
+        "(default .airwave/inbox); invalid files move to rejected/ with the reason."
+    ),
+)
+def lineup_upload_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    """Watch the inbox (see the module docstring)."""
+    return evaluate_inbox(context, inbox_dir())

@@ -1,0 +1,207 @@
+"""A real `airwave dev` (webserver, daemon, code server) over the test database, for crash tests.
+
+Runs are launched through GraphQL exactly as the UI launches them, so they execute in the code
+server with the project's `dagster.yaml`: the complete-resume instance, the guarded run queue,
+run monitoring and automatic run retries are the production ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from airwave_dagster import environment
+
+AIRWAVE = str(Path(sys.executable).parent / "airwave")
+STALE_SECONDS = "6"
+
+LAUNCH = """
+mutation Launch($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}
+"""
+REEXECUTE = """
+mutation Reexecute($parentRunId: String!) {
+  launchRunReexecution(reexecutionParams: {parentRunId: $parentRunId, strategy: FROM_FAILURE}) {
+    __typename
+    ... on LaunchRunSuccess { run { runId stepKeysToExecute } }
+    ... on PythonError { message }
+  }
+}
+"""
+LOCATIONS = """
+query { workspaceOrError { ... on Workspace { locationEntries { name
+  locationOrLoadError { __typename } } } } }
+"""
+RELOAD = """
+mutation { reloadRepositoryLocation(repositoryLocationName: "airwave") { __typename } }
+"""
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, poll: float = 0.2) -> Any:
+    """Poll `predicate` until it returns something truthy; fail naming `what` on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except OSError:
+            value = None
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@dataclass
+class Dev:
+    """A running `airwave dev` and what a test needs to drive it."""
+
+    port: int
+    home: Path
+    env: dict[str, str]
+    workdir: Path
+    instance: Any
+
+    def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = json.dumps({"query": query, "variables": variables or {}}).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/graphql",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            payload = json.loads(response.read())
+        if "data" not in payload or payload["data"] is None:
+            raise AssertionError(f"GraphQL error: {payload}")
+        return payload["data"]
+
+    def launch_import(self, lineup: dict[str, Any], *, tags: dict[str, str] | None = None) -> str:
+        config = {"lineup_json": json.dumps(lineup), "lineup_name": "crash.json"}
+        launched = self.graphql(
+            LAUNCH,
+            {
+                "params": {
+                    "selector": {
+                        "repositoryLocationName": "airwave",
+                        "repositoryName": "__repository__",
+                        "jobName": "import_lineup",
+                    },
+                    "runConfigData": {"ops": {"plan_import_lineup": {"config": config}}},
+                    "executionMetadata": {
+                        "tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]
+                    },
+                }
+            },
+        )["launchRun"]
+        assert launched["__typename"] == "LaunchRunSuccess", launched
+        return str(launched["run"]["runId"])
+
+    def airwave(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [AIRWAVE, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def slow_plex() -> Iterator[Any]:
+    """A small library behind 40 ms per request, so builds take long enough to crash mid-way."""
+    from airwave_dagster.plex_emulator import start_emulator
+
+    with start_emulator(items=600, seed=11, latency_ms=40) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def dev(
+    database_url: str, slow_plex: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Dev]:
+    """`airwave dev` on a free port, its instance shared with the test process."""
+    import dagster as dg
+
+    workdir = tmp_path_factory.mktemp("dev")
+    home = workdir / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "AIRWAVE_HOME": str(workdir / "home"),
+        environment.PLEX_URL_ENV: slow_plex.url,
+        environment.PLEX_TOKEN_ENV: slow_plex.token,
+        "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
+        "AIRWAVE_INBOX": str(workdir / "inbox"),
+    }
+    log = (workdir / "dev.log").open("wb")
+    process = subprocess.Popen(
+        [AIRWAVE, "dev", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    instance = dg.DagsterInstance.from_config(str(home))
+    running = Dev(port=port, home=home, env=env, workdir=workdir, instance=instance)
+
+    def loaded() -> bool:
+        entries = running.graphql(LOCATIONS)["workspaceOrError"]["locationEntries"]
+        return any(
+            e["name"] == "airwave"
+            and e["locationOrLoadError"]["__typename"] == "RepositoryLocation"
+            for e in entries
+        )
+
+    try:
+        wait_for(loaded, 180, "the airwave code location to load", poll=0.5)
+        yield running
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        instance.dispose()
+
+
+@pytest.fixture
+def fresh(dev: Dev, database_url: str) -> Dev:
+    """The running dev server over emptied application tables."""
+    from resources import tables
+
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    names = ", ".join(f"airwave.{table.name}" for table in tables.metadata.sorted_tables)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+    return dev
