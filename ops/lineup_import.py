@@ -483,9 +483,11 @@ def build_channel(
             started_at=started,
         )
         raise
-    status = "disabled" if result.status == "created" and planned.disabled else result.status
+    status: str = result.status
     if result.adopted:
         status = "adopted"
+    elif result.status == "created" and planned.disabled:
+        status = "disabled"
     _trace(
         context,
         store,
@@ -555,8 +557,9 @@ def summarize_import(
         raise dg.Failure(
             description=(
                 f"{len(missing)} planned channel(s) have no build result: "
-                f"{', '.join(map(str, missing))}. Re-execute run {context.run_id} with the "
-                "missing build_channel steps and summarize_import selected."
+                f"{', '.join(map(str, missing))}. Finish it with `airwave runs resume "
+                f"{context.run_id}` (or Re-execute from failure in the UI), which builds exactly "
+                "the missing channels."
             )
         )
     skipped = [

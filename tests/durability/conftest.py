@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -88,8 +89,11 @@ class Dev:
             data=body,
             headers={"Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=60) as response:
-            payload = json.loads(response.read())
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                payload = json.loads(response.read())
+        except urllib.error.HTTPError as error:  # errors come back as 500 with a JSON payload
+            payload = json.loads(error.read())
         if "data" not in payload or payload["data"] is None:
             raise AssertionError(f"GraphQL error: {payload}")
         return payload["data"]
@@ -132,16 +136,16 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def slow_plex() -> Iterator[Any]:
-    """A small library behind 40 ms per request, so builds take long enough to crash mid-way."""
+    """A small library behind 30 ms per request, so builds take long enough to crash mid-way."""
     from airwave_dagster.plex_emulator import start_emulator
 
-    with start_emulator(items=600, seed=11, latency_ms=40) as handle:
+    with start_emulator(items=600, seed=11, latency_ms=30) as handle:
         yield handle
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def dev(
     database_url: str, slow_plex: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Dev]:
@@ -195,10 +199,23 @@ def dev(
 
 
 @pytest.fixture
-def fresh(dev: Dev, database_url: str) -> Dev:
-    """The running dev server over emptied application tables."""
+def fresh(dev: Dev, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Dev:
+    """The running dev server over emptied application tables, its environment exported.
+
+    Code servers the test process starts itself (through `airwave_dagster.launcher`) then see
+    the same instance, Plex and settings as the dev server.
+    """
     from resources import tables
 
+    for name in (
+        "DAGSTER_HOME",
+        "AIRWAVE_HOME",
+        environment.PLEX_URL_ENV,
+        environment.PLEX_TOKEN_ENV,
+        "AIRWAVE_CLAIM_STALE_SECONDS",
+        "AIRWAVE_INBOX",
+    ):
+        monkeypatch.setenv(name, dev.env[name])
     engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
     names = ", ".join(f"airwave.{table.name}" for table in tables.metadata.sorted_tables)
     with engine.begin() as conn:

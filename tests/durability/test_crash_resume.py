@@ -92,6 +92,9 @@ def _assert_complete(dev: Dev, database_url: str, root_run_id: str, *, killed: i
     assert sorted(work) == planned, "every channel's work was started"
     repeated = {number: count for number, count in work.items() if count > 1}
     assert sum(count - 1 for count in repeated.values()) <= killed, repeated
+    # Step outputs live in Postgres only: nothing under the instance's local storage.
+    local = dev.home / "storage"
+    assert not [p for p in local.rglob("*") if p.is_file()] if local.exists() else True
     report = launcher.follow(dev.instance, root_run_id)
     from airwave_dagster.reports import stored_report
 
@@ -122,6 +125,11 @@ def test_worker_killed_mid_fan_out_is_resumed_automatically(fresh: Dev, database
         "the automatic resume",
     )
     assert child.tags.get("dagster/retry_number") == "1"
+    # dagster#20925: mapped steps that never started in the crashed run are part of the resume.
+    planned = {f"build_channel[ch_{c['number']}]" for c in _lineup()["channels"]}
+    never_started = planned - _build_keys(fresh, run_id, dg.DagsterEventType.STEP_START)
+    assert never_started, "the kill came too late to leave builds unstarted"
+    assert never_started <= set(child.step_keys_to_execute or [])
     final = launcher.follow(fresh.instance, run_id)
     assert final.status == dg.DagsterRunStatus.SUCCESS
     # Builds that had finished were replayed from their stored outputs, not executed again.
