@@ -14,6 +14,9 @@ from airwave_dagster import environment
 # Isolates plexapi from the developer's config; nothing above imports plexapi.
 from tests import plex_fixtures  # noqa: F401
 
+# One shared `airwave dev` for the tests that drive the real UI, daemon and code server.
+from tests.dagster_dev import dev, fresh, slow_plex  # noqa: F401
+
 # Overridable so that several checkouts (or agents) can run the suite on one server at once.
 TEST_DATABASE = os.environ.get("AIRWAVE_TEST_DB", "airwave_test")
 

@@ -16,7 +16,7 @@ from dagster._core.storage.tags import GRPC_INFO_TAG
 from airwave_dagster import launcher
 from airwave_dagster.durability.run_launcher import AirwaveRunLauncher
 from tests import lineups
-from tests.durability.conftest import Dev, wait_for
+from tests.dagster_dev import Dev, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 

@@ -16,7 +16,7 @@ from dagster_shared import record
 from airwave_dagster import launcher
 from airwave_dagster.durability.versions import CODE_VERSION_TAG
 from tests import lineups
-from tests.durability.conftest import AIRWAVE, REEXECUTE, Dev, wait_for
+from tests.dagster_dev import AIRWAVE, REEXECUTE, Dev, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 

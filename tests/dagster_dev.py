@@ -1,4 +1,7 @@
-"""A real `airwave dev` (webserver, daemon, code server) over the test database, for crash tests.
+"""A real `airwave dev` (webserver, daemon, code server) over the test database.
+
+One server is shared by every test that asks for the `dev` or `fresh` fixture (registered in
+`tests/conftest.py`): the UI test, the crash matrix, the version guard, cancel and the sensor.
 
 Runs are launched through GraphQL exactly as the UI launches them, so they execute in the code
 server with the project's `dagster.yaml`: the complete-resume instance, the guarded run queue,
@@ -98,8 +101,10 @@ class Dev:
             raise AssertionError(f"GraphQL error: {payload}")
         return payload["data"]
 
-    def launch_import(self, lineup: dict[str, Any], *, tags: dict[str, str] | None = None) -> str:
-        config = {"lineup_json": json.dumps(lineup), "lineup_name": "crash.json"}
+    def launch_run(
+        self, job: str, run_config: dict[str, Any], *, tags: dict[str, str] | None = None
+    ) -> str:
+        """Launch a run the way the UI's launchpad does; returns its id."""
         launched = self.graphql(
             LAUNCH,
             {
@@ -107,9 +112,9 @@ class Dev:
                     "selector": {
                         "repositoryLocationName": "airwave",
                         "repositoryName": "__repository__",
-                        "jobName": "import_lineup",
+                        "jobName": job,
                     },
-                    "runConfigData": {"ops": {"plan_import_lineup": {"config": config}}},
+                    "runConfigData": run_config,
                     "executionMetadata": {
                         "tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]
                     },
@@ -118,6 +123,13 @@ class Dev:
         )["launchRun"]
         assert launched["__typename"] == "LaunchRunSuccess", launched
         return str(launched["run"]["runId"])
+
+    def launch_import(self, lineup: dict[str, Any], *, tags: dict[str, str] | None = None) -> str:
+        """Launch `import_lineup` of `lineup` (inline) with `tags`."""
+        config = {"lineup_json": json.dumps(lineup), "lineup_name": "crash.json"}
+        return self.launch_run(
+            "import_lineup", {"ops": {"plan_import_lineup": {"config": config}}}, tags=tags
+        )
 
     def airwave(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -136,7 +148,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="session")
 def slow_plex() -> Iterator[Any]:
     """A small library behind 30 ms per request, so builds take long enough to crash mid-way."""
     from airwave_dagster.plex_emulator import start_emulator
@@ -145,7 +157,7 @@ def slow_plex() -> Iterator[Any]:
         yield handle
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="session")
 def dev(
     database_url: str, slow_plex: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Dev]:
