@@ -56,6 +56,19 @@ LOCATIONS = """
 query { workspaceOrError { ... on Workspace { locationEntries { name
   locationOrLoadError { __typename } } } } }
 """
+AUTOMATION = """
+query { repositoryOrError(repositorySelector: {repositoryLocationName: "airwave",
+  repositoryName: "__repository__"}) { ... on Repository {
+    schedules { name id } sensors { name id } } } }
+"""
+STOP_SCHEDULE = """
+mutation Stop($id: String) { stopRunningSchedule(id: $id) { __typename } }
+"""
+STOP_SENSOR = """
+mutation Stop($id: String) { stopSensor(id: $id) { __typename } }
+"""
+KEEP_RUNNING = {"lineup_upload_sensor"}
+"""Automation left on in the shared server; the rest would write to the database mid-test."""
 RELOAD = """
 mutation { reloadRepositoryLocation(repositoryLocationName: "airwave") { __typename } }
 """
@@ -199,6 +212,7 @@ def dev(
 
     try:
         wait_for(loaded, 180, "the airwave code location to load", poll=0.5)
+        _pause_background_automation(running)
         yield running
     finally:
         os.killpg(process.pid, signal.SIGTERM)
@@ -208,6 +222,23 @@ def dev(
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         instance.dispose()
+
+
+def _pause_background_automation(dev: Dev) -> None:
+    """Stop the maintenance schedules and library sensors for this test server.
+
+    They run by default in production; in a shared test server they would fire on their own
+    clock and change rows under other tests. Their own tests run them explicitly.
+    """
+    repository = dev.graphql(AUTOMATION)["repositoryOrError"]
+    for schedule in repository.get("schedules", []):
+        if schedule["name"] not in KEEP_RUNNING:
+            stopped = dev.graphql(STOP_SCHEDULE, {"id": schedule["id"]})["stopRunningSchedule"]
+            assert stopped["__typename"] == "ScheduleStateResult", stopped
+    for sensor in repository.get("sensors", []):
+        if sensor["name"] not in KEEP_RUNNING:
+            stopped = dev.graphql(STOP_SENSOR, {"id": sensor["id"]})["stopSensor"]
+            assert stopped["__typename"] == "StopSensorMutationResult", stopped
 
 
 @pytest.fixture
