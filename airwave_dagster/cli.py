@@ -35,13 +35,10 @@ def _fail(message: str, code: int = 1) -> None:
 
 
 def _report_for(run_id: str) -> dict[str, Any] | None:
-    from resources.database import AirwaveStore, engine_for
+    """The run's report: the stored output of its job's report op, from any run of its tree."""
+    from airwave_dagster.reports import stored_report
 
-    store = AirwaveStore(engine_for(os.environ[environment.DATABASE_URL_ENV]))
-    for row in reversed(store.traces(run_id)):
-        if row["phase"] == "report":
-            return row["output"]
-    return None
+    return stored_report(_instance(), run_id)
 
 
 def _progress(run_id: str) -> tuple[int, int | None]:
@@ -98,6 +95,8 @@ def _run_import(
     select: list[int] | None,
     wait: bool,
     as_json: bool,
+    force: bool = False,
+    idempotency_key: str | None = None,
 ) -> int:
     from airwave_dagster import launcher
 
@@ -137,14 +136,33 @@ def _run_import(
         "loggers": {"console": {"config": {"log_level": "WARNING"}}},
     }
     tags = {"airwave/lineup": path.name, "airwave/dry_run": str(dry_run).lower()}
+    key = idempotency_key or import_key(raw, dry_run=dry_run, select=select)
     instance = _instance()
     with launcher.workspace(instance) as context:
-        run = launcher.create_run(instance, context, "import_lineup", run_config, tags)
-        launcher.start_run(instance, context, run)
+        try:
+            run, created = launcher.start_idempotent(
+                instance,
+                context,
+                key=key,
+                job_name="import_lineup",
+                run_config=run_config,
+                tags=tags,
+                force=force,
+            )
+        except launcher.LaunchRefused as error:
+            _fail(str(error))
+        if not created:
+            stderr.print(
+                f"run {run.run_id} already imports this content ({run.status.value}); "
+                "returning it (--force starts another)",
+                highlight=False,
+            )
         if not wait:
-            stdout.print(f"started run {run.run_id}", highlight=False)
+            stdout.print(
+                f"{'started' if created else 'existing'} run {run.run_id}", highlight=False
+            )
             return 0
-        stderr.print(f"run {run.run_id} started; waiting for it to finish", highlight=False)
+        stderr.print(f"run {run.run_id}: waiting for it to finish", highlight=False)
         last: tuple[int, int | None] = (-1, None)
         while True:
             current = instance.get_run_by_id(run.run_id)
@@ -155,20 +173,22 @@ def _run_import(
                 stderr.print(f"  channels built: {progress[0]}/{progress[1]}", highlight=False)
                 last = progress
             time.sleep(0.5)
-    finished = instance.get_run_by_id(run.run_id)
-    report = _report_for(run.run_id)
+    finished = launcher.follow(instance, run.run_id)
+    if finished.run_id != run.run_id:
+        stderr.print(f"run {run.run_id} was resumed as run {finished.run_id}", highlight=False)
+    report = _report_for(finished.run_id)
     if finished.status.value != "SUCCESS" or report is None:
-        for message in launcher.failure_messages(instance, run.run_id):
+        for message in launcher.failure_messages(instance, finished.run_id):
             stderr.print(message, highlight=False, markup=False)
         if as_json:
-            print(json.dumps({"run_id": run.run_id, "status": finished.status.value}))
-        stderr.print(f"run {run.run_id} ended {finished.status.value}", highlight=False)
+            print(json.dumps({"run_id": finished.run_id, "status": finished.status.value}))
+        stderr.print(f"run {finished.run_id} ended {finished.status.value}", highlight=False)
         return 1
     if as_json:
-        print(json.dumps({"run_id": run.run_id, "status": "SUCCESS", "report": report}))
+        print(json.dumps({"run_id": finished.run_id, "status": "SUCCESS", "report": report}))
     else:
         _print_report(report)
-        stdout.print(f"run {run.run_id}: SUCCESS", highlight=False)
+        stdout.print(f"run {finished.run_id}: SUCCESS", highlight=False)
     return 0
 
 
@@ -184,14 +204,34 @@ def _prepare(*, plex: bool = False) -> environment.Environment:
     return env
 
 
+def import_key(content: bytes, *, dry_run: bool, select: list[int] | None) -> str:
+    """The default idempotency key of an import: its content and what it was asked to do."""
+    import hashlib
+
+    digest = hashlib.sha256(content).hexdigest()
+    selection = ",".join(map(str, sorted(select))) if select is not None else "all"
+    return f"import_lineup:{digest}:{'dry-run' if dry_run else 'write'}:{selection}"
+
+
 @main.command("import")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Plan and resolve pools; write nothing.")
 @click.option("--select", "select", help="Only these file channel numbers, e.g. 101,102.")
 @click.option("--wait", is_flag=True, help="Show progress and print the report at the end.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (implies --wait).")
+@click.option("--force", is_flag=True, help="Start a new run even if one exists for this content.")
+@click.option(
+    "--idempotency-key",
+    help="Starts with the same key return the same run (default: the file's content hash).",
+)
 def import_command(
-    path: Path, dry_run: bool, select: str | None, wait: bool, as_json: bool
+    path: Path,
+    dry_run: bool,
+    select: str | None,
+    wait: bool,
+    as_json: bool,
+    force: bool,
+    idempotency_key: str | None,
 ) -> None:
     """Import a lineup file as a Dagster run of `import_lineup` (visible in the UI)."""
     numbers: list[int] | None = None
@@ -202,7 +242,15 @@ def import_command(
             _fail(f"--select takes comma-separated channel numbers, got {select!r}")
     _prepare(plex=True)
     sys.exit(
-        _run_import(path, dry_run=dry_run, select=numbers, wait=wait or as_json, as_json=as_json)
+        _run_import(
+            path,
+            dry_run=dry_run,
+            select=numbers,
+            wait=wait or as_json,
+            as_json=as_json,
+            force=force,
+            idempotency_key=idempotency_key,
+        )
     )
 
 
@@ -228,79 +276,6 @@ def schema_command() -> None:
     from airwave_dagster.domain.lineup_file import lineup_json_schema
 
     print(json.dumps(lineup_json_schema(), indent=2))
-
-
-@main.group("runs")
-def runs_group() -> None:
-    """Inspect runs of the Dagster instance the UI uses."""
-
-
-@runs_group.command("list")
-@click.option("--limit", default=20, show_default=True)
-def runs_list(limit: int) -> None:
-    """The most recent runs."""
-    _prepare()
-    instance = _instance()
-    table = Table()
-    for column in ("run id", "job", "status", "started", "lineup", "parent"):
-        table.add_column(column)
-    for run in instance.get_runs(limit=limit):
-        record = instance.get_run_record_by_id(run.run_id)
-        started = (
-            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.start_time))
-            if record and record.start_time
-            else ""
-        )
-        table.add_row(
-            run.run_id,
-            run.job_name,
-            run.status.value,
-            started,
-            run.tags.get("airwave/lineup", ""),
-            run.parent_run_id or "",
-        )
-    stdout.print(table)
-
-
-@runs_group.command("show")
-@click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def runs_show(run_id: str, as_json: bool) -> None:
-    """Status, steps by state and the report of one run."""
-    from airwave_dagster import launcher
-
-    _prepare()
-    instance = _instance()
-    run = instance.get_run_by_id(run_id)
-    if run is None:
-        _fail(f"no run {run_id}")
-    steps: dict[str, list[str]] = {}
-    for stat in instance.get_run_step_stats(run_id):
-        state = stat.status.value if stat.status else "IN_PROGRESS"
-        steps.setdefault(state, []).append(stat.step_key)
-    report = _report_for(run_id)
-    failures = launcher.failure_messages(instance, run_id)
-    if as_json:
-        print(
-            json.dumps(
-                {
-                    "run_id": run_id,
-                    "job": run.job_name,
-                    "status": run.status.value,
-                    "steps": steps,
-                    "failures": failures,
-                    "report": report,
-                }
-            )
-        )
-        return
-    stdout.print(f"run {run_id} ({run.job_name}): {run.status.value}", highlight=False)
-    for state, keys in sorted(steps.items()):
-        stdout.print(f"  {state}: {len(keys)}  {', '.join(sorted(keys)[:8])}", highlight=False)
-    for message in failures:
-        stderr.print(message, highlight=False, markup=False)
-    if report is not None:
-        _print_report(report)
 
 
 @main.group("db")
@@ -376,13 +351,28 @@ def demo_command() -> None:
         highlight=False,
     )
     stdout.print("\n[bold]1. Dry-run import[/] (plans and resolves every pool, writes nothing)")
-    if _run_import(DEMO_LINEUP, dry_run=True, select=None, wait=True, as_json=False) != 0:
+    if _run_import(DEMO_LINEUP, dry_run=True, select=None, wait=True, as_json=False, force=True):
         sys.exit(1)
     stdout.print("\n[bold]2. Import[/]")
-    if _run_import(DEMO_LINEUP, dry_run=False, select=None, wait=True, as_json=False) != 0:
+    if _run_import(DEMO_LINEUP, dry_run=False, select=None, wait=True, as_json=False, force=True):
         sys.exit(1)
     stdout.print(
-        "\nOpen the Dagster UI with [bold]make dev[/] (http://127.0.0.1:3000) to see both runs; "
+        f"\n[bold]3. Offline AI lineup[/] (planned and verified without a model; {DEMO_LIMIT} "
+        "channels built, `airwave lineup --confirm-wipe --wait` builds them all)"
+    )
+    if run_lineup(provider="offline", confirm_wipe=True, wait=True, limit=DEMO_LIMIT):
+        sys.exit(1)
+    stdout.print(
+        "\nOpen the Dagster UI with [bold]make dev[/] (http://127.0.0.1:3000) to see the runs; "
         "`airwave export` prints the imported lineup.",
         highlight=False,
     )
+
+
+from airwave_dagster.cli_guide import guide_command  # noqa: E402 (registered after main exists)
+from airwave_dagster.cli_lineup import DEMO_LIMIT, lineup_command, run_lineup  # noqa: E402
+from airwave_dagster.cli_runs import runs_group  # noqa: E402
+
+main.add_command(guide_command)
+main.add_command(lineup_command)
+main.add_command(runs_group)

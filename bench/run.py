@@ -24,6 +24,8 @@ import dagster as dg
 import sqlalchemy as sa
 
 from airwave_dagster import environment
+from bench.ai_lineup import ai_lineup_section
+from bench.maintenance import maintenance_section
 
 ROOT = Path(__file__).resolve().parent.parent
 CHANNELS = 50
@@ -188,10 +190,13 @@ def main() -> None:
             with dg.DagsterInstance.get() as instance:
                 forkserver = _run_import(instance, import_lineup_job, lineup_path, plex_url, db_url)
                 spawn = _run_import(instance, spawn_import_job, lineup_path, plex_url, db_url)
+                ai_section = ai_lineup_section(instance, db_url)
     finally:
         emulator.terminate()
         emulator.wait(timeout=10)
     _write(forkserver, spawn, env)
+    _append(maintenance_section(db_url))
+    _append(ai_section)
 
 
 def _write(forkserver: dict[str, Any], spawn: dict[str, Any], env: environment.Environment) -> None:
@@ -232,6 +237,13 @@ def _write(forkserver: dict[str, Any], spawn: dict[str, Any], env: environment.E
     ]
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _append(section: str) -> None:
+    """Add a section another benchmark module measured to BENCHMARKS.md (and print it)."""
+    with (ROOT / "BENCHMARKS.md").open("a", encoding="utf-8") as out:
+        out.write(section + "\n")
+    sys.stdout.write(section + "\n")
 
 
 if __name__ == "__main__":

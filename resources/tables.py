@@ -258,3 +258,113 @@ run_start = sa.Table(
         "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),
 )
+
+
+# AI lineup builder (migration 0005). One trace row per phase and attempt of an `ai_lineup` run,
+# with the usage of every model call that attempt made (failed attempts included).
+ai_lineup_trace = sa.Table(
+    "ai_lineup_trace",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("run_id", sa.Text, nullable=False, index=True),
+    sa.Column("step_key", sa.Text),
+    sa.Column("step_name", sa.Text, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("phase", sa.Text, nullable=False),
+    sa.Column("channel_key", sa.Text),
+    sa.Column("channel_number", sa.Integer),
+    sa.Column("channel_name", sa.Text),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text),
+    sa.Column("model", sa.Text),
+    sa.Column("input", pg.JSONB),
+    sa.Column("output", pg.JSONB),
+    sa.Column("trace", pg.JSONB),
+    sa.Column("input_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("output_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cache_read_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cache_write_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("agent_steps", sa.Integer, nullable=False, server_default="0"),
+    # NULL when the model has no price in the run's price table ("unpriced").
+    sa.Column("cost_usd", sa.Numeric(14, 6)),
+    sa.Column("context_sha256", sa.Text),
+    sa.Column("error", sa.Text),
+    sa.Column(
+        "started_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column("finished_at", sa.DateTime(timezone=True)),
+    sa.Index("ai_lineup_trace_run_phase", "run_id", "phase"),
+)
+
+# The budget ledger of an AI lineup, keyed by the root run id so a re-execution spends from the
+# same budget as the run it resumes. Every step process adds to `spent_usd` with one atomic UPDATE.
+ai_budget = sa.Table(
+    "ai_budget",
+    metadata,
+    sa.Column("ledger_id", sa.Text, primary_key=True),
+    sa.Column("budget_usd", sa.Numeric(14, 6)),
+    sa.Column("spent_usd", sa.Numeric(14, 6), nullable=False, server_default="0"),
+    sa.Column("calls", sa.Integer, nullable=False, server_default="0"),
+    *_timestamps(),
+)
+
+# One row per model API call that returned usage, in the ledger it was charged to.
+ai_spend = sa.Table(
+    "ai_spend",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("ledger_id", sa.Text, nullable=False, index=True),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("step_key", sa.Text),
+    sa.Column("attempt", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("phase", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("input_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("output_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cache_read_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cache_write_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cost_usd", sa.Numeric(14, 6)),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+)
+
+# The `library_profile` asset's value, one row per media source (the latest materialisation).
+library_profile = sa.Table(
+    "library_profile",
+    metadata,
+    sa.Column(
+        "media_source_id",
+        sa.Text,
+        sa.ForeignKey("media_source.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("profile", pg.JSONB, nullable=False),
+    sa.Column("sha256", sa.Text, nullable=False),
+    sa.Column("run_id", sa.Text),
+    sa.Column(
+        "computed_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+)
+
+
+# Schedule maintenance (migration 0004). Per channel: the fingerprint of the pool its schedule was
+# last laid from, and where each laid pass starts, so a library refresh re-lays only channels whose
+# pool changed, and only from their next pass (ops/maintenance.py).
+channel_schedule_state = sa.Table(
+    "channel_schedule_state",
+    metadata,
+    sa.Column(
+        "channel_id",
+        sa.Text,
+        sa.ForeignKey("channel.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("pool_fingerprint", sa.Text),
+    sa.Column("pool_size", sa.Integer),
+    # [{"pass_index": n, "starts_at": iso}] of the passes that start inside the laid rows.
+    sa.Column("pass_marks", pg.JSONB, nullable=False, server_default=sa.text("'[]'::jsonb")),
+    sa.Column(
+        "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+)

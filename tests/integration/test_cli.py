@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import sqlalchemy as sa
 
 from airwave_dagster import environment
 from airwave_dagster.domain.lineup_file import parse_lineup
@@ -34,9 +35,11 @@ def cli_env(store, plex_emulator, tmp_path: Path) -> dict[str, str]:
     }
 
 
-def _airwave(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def _airwave(
+    env: dict[str, str], *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [AIRWAVE, *args], env=env, capture_output=True, text=True, timeout=300, check=False
+        [AIRWAVE, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
 
 
@@ -100,14 +103,25 @@ def test_schema_and_db_upgrade(cli_env) -> None:
     assert f"at revision {', '.join(sorted(migrations.heads()))}" in upgraded.stdout
 
 
-def test_demo_starts_the_emulator_itself_and_imports_twice(cli_env, store) -> None:
+@pytest.mark.timeout(900)
+def test_demo_starts_the_emulator_itself_imports_and_builds_an_ai_lineup(cli_env, store) -> None:
     env = {k: v for k, v in cli_env.items() if k not in (environment.PLEX_URL_ENV, "PLEX_TOKEN")}
     try:
-        done = _airwave(env, "demo")
+        done = _airwave(env, "demo", timeout=850)
         assert done.returncode == 0, done.stderr
         assert "Dry-run report (nothing was written)" in done.stdout
         assert "Import report" in done.stdout
-        assert store.counts()["channels"] == 14
+        assert "AI lineup report (offline)" in done.stdout
+        engine = store.engine
+        with engine.connect() as conn:
+            imported, ai_built = conn.execute(
+                sa.text(
+                    "SELECT count(*) FILTER (WHERE NOT ai_generated), "
+                    "count(*) FILTER (WHERE ai_generated AND enabled) FROM airwave.channel"
+                )
+            ).one()
+        assert imported == 14
+        assert 10 <= ai_built <= 12
         state = json.loads((Path(env["AIRWAVE_HOME"]) / "plex-emulator.json").read_text())
         assert state["url"].startswith("http://127.0.0.1:")
     finally:

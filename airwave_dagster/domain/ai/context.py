@@ -1,0 +1,186 @@
+"""The shared context: the prompt prefix every channel build of a run sends byte for byte.
+
+`render_shared_context(profile, vocabulary)` joins the rendered profile, the filterable-field
+catalog and the tag vocabulary (spec/ai-lineup.md §4) into one text and its SHA-256. The same
+inputs always give the same bytes: vocabulary fields are listed in `VOCABULARY_FIELDS` order and
+then by name, values are de-duplicated and sorted case-insensitively, nothing depends on mapping
+order, and there are no timestamps. The runtime renders it once per run, stores it as the op's
+output, hands the stored value to every build and records `sha256` on every trace row.
+
+Deliberate differences from the reference:
+- the catalog says "values listed below" only for fields that really are in the vocabulary,
+  and points to `discover_field_values` for every other tag field (the reference promised
+  audioLanguage/subtitleLanguage values it never fetched); `VOCABULARY_FIELDS` also prefetches
+  the two language fields, which have few values;
+- `render_shared_context` refuses vocabulary for unknown or non-tag fields instead of printing it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from airwave_dagster.domain.ai.profile import LibraryProfile
+from airwave_dagster.domain.filters import ALLOWED_OPS, FIELDS, OPS, FieldSpec
+
+VOCABULARY_FIELDS: tuple[str, ...] = (
+    "genre",
+    "studio",
+    "network",
+    "contentRating",
+    "collection",
+    "country",
+    "resolution",
+    "label",
+    "audioLanguage",
+    "subtitleLanguage",
+)
+"""Tag fields whose values the runtime fetches from Plex (once per field) for the context."""
+
+HEAVY_TAG_FIELDS: tuple[str, ...] = ("actor", "director", "writer", "producer")
+"""Tag fields with thousands of values: never preloaded; the agent discovers them on demand."""
+
+CATALOG_EXCLUDED: tuple[str, ...] = ("trash", "duplicate", "unmatched", "location", "editionTitle")
+"""Hygiene/storage fields that make no sense for a channel; left out of the catalog (33 remain)."""
+
+CATALOG_HEADER = "FILTERABLE FIELDS (field, kind, operators, scope, values):"
+VOCABULARY_HEADER = (
+    "TAG VALUES: the exact values of these fields in this library. For these fields use only "
+    "these values, spelled exactly:"
+)
+NO_VOCABULARY = "(no tag values available)"
+
+
+class SharedContext(BaseModel):
+    """The rendered shared prefix and its fingerprint."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    sha256: str
+    chars: int
+    approx_tokens: int
+    vocabulary_fields: tuple[str, ...]
+
+    @classmethod
+    def of(cls, text: str, vocabulary_fields: Sequence[str] = ()) -> SharedContext:
+        """Wrap a rendered text (computes the hash and size)."""
+        return cls(
+            text=text,
+            sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            chars=len(text),
+            approx_tokens=(len(text) + 3) // 4,
+            vocabulary_fields=tuple(vocabulary_fields),
+        )
+
+
+def catalog_fields() -> tuple[FieldSpec, ...]:
+    """The fields offered to the models, in catalog order."""
+    return tuple(spec for spec in FIELDS.values() if spec.name not in CATALOG_EXCLUDED)
+
+
+def _scope(spec: FieldSpec) -> str:
+    if spec.applies == frozenset({"movie"}):
+        return " [movie only]"
+    if spec.applies == frozenset({"show"}):
+        return " [show only]"
+    return ""
+
+
+def render_field_catalog(preloaded: Sequence[str] = ()) -> str:
+    """One line per catalog field: name, kind, operators, scope and where its values are.
+
+    Args:
+        preloaded: Tag fields whose values appear in the vocabulary section.
+
+    Returns:
+        The catalog text.
+    """
+    present = set(preloaded)
+    lines = []
+    for spec in catalog_fields():
+        ops = ", ".join(op for op in OPS if op in ALLOWED_OPS[spec.kind])
+        line = f"- {spec.name} ({spec.kind}; {ops}){_scope(spec)}"
+        if spec.name == "duration":
+            line += " — minutes"
+        elif spec.name == "addedWithin":
+            line += " — value is a number of days"
+        elif spec.kind == "bool":
+            line += ' — "true" or "false"'
+        elif spec.kind == "date":
+            line += " — YYYY-MM-DD"
+        elif spec.kind == "tag":
+            if spec.name in present:
+                line += " — values listed below"
+            else:
+                line += " — values not preloaded; use discover_field_values"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _field_order(name: str) -> tuple[int, str]:
+    try:
+        return (VOCABULARY_FIELDS.index(name), name)
+    except ValueError:
+        return (len(VOCABULARY_FIELDS), name)
+
+
+def normalise_vocabulary(vocabulary: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """Clean a fetched vocabulary: known tag fields only, values trimmed, unique, sorted.
+
+    Fields with no values are left out.
+
+    Raises:
+        ValueError: A key is not a tag field of the catalog (names it).
+    """
+    cleaned: dict[str, list[str]] = {}
+    for name in sorted(vocabulary, key=_field_order):
+        spec = FIELDS.get(name)
+        if spec is None or spec.kind != "tag":
+            raise ValueError(f"vocabulary field {name!r} is not a tag field of the filter catalog")
+        values = {" ".join(v.split()) for v in vocabulary[name] if v and v.strip()}
+        if values:
+            cleaned[name] = sorted(values, key=lambda v: (v.casefold(), v))
+    return cleaned
+
+
+def render_vocabulary(vocabulary: Mapping[str, Sequence[str]]) -> str:
+    """One line per field: `field (N): v1, v2, ...`, all values, or a placeholder."""
+    cleaned = normalise_vocabulary(vocabulary)
+    if not cleaned:
+        return NO_VOCABULARY
+    return "\n".join(
+        f"{name} ({len(values)}): {', '.join(values)}" for name, values in cleaned.items()
+    )
+
+
+def render_shared_context(
+    profile: LibraryProfile, vocabulary: Mapping[str, Sequence[str]]
+) -> SharedContext:
+    """Render the shared prefix: profile, field catalog, tag vocabulary.
+
+    Args:
+        profile: The library profile.
+        vocabulary: Tag values per field (as fetched; cleaned and sorted here).
+
+    Returns:
+        The context; identical inputs give identical `text` and `sha256`.
+
+    Raises:
+        ValueError: The vocabulary names a field that is not a tag field.
+    """
+    cleaned = normalise_vocabulary(vocabulary)
+    text = "\n".join(
+        [
+            profile.render_text(),
+            "",
+            CATALOG_HEADER,
+            render_field_catalog(list(cleaned)),
+            "",
+            VOCABULARY_HEADER,
+            render_vocabulary(cleaned),
+        ]
+    )
+    return SharedContext.of(text, list(cleaned))

@@ -1,0 +1,194 @@
+"""The worker tools' runtime side: previews against Plex, commits into a claimed channel row.
+
+`PlexChannelToolbox` implements `domain.ai.tools.ChannelToolbox` for one reserved channel. Every
+preview resolves the **complete** pool through `PlexClient.resolve` (paged, no 800-item cap). The
+commit path is guarded twice: `run_tool` re-resolves the filter itself and verifies the pool
+(never the model's claimed count), and only then does `commit_channel` write the filter and enable
+the row, in the same transaction as the claim's commit (so a claim taken over meanwhile writes
+nothing). The 12-hour schedule follows, outside that transaction: a schedule failure is logged and
+leaves the channel enabled (a disabled channel never gets a schedule).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+
+from airwave_dagster.domain.ai.tools import (
+    CommittedChannel,
+    FilterPreview,
+    PreviewDetail,
+    ToolError,
+    summarise_pool,
+)
+from airwave_dagster.domain.filters import FilterEnvelope, plex_sort
+from airwave_dagster.domain.library import MediaItem, MediaType
+from airwave_dagster.domain.lineup_file import Ordering
+from airwave_dagster.domain.schedule import (
+    INITIAL_WINDOW_SECONDS,
+    build_schedule,
+    channel_seed,
+    resolve_bumper_plan,
+)
+from resources import tables as t
+from resources.ai_store import AiStore
+from resources.claims import ChannelClaims, Claimant
+from resources.database import AirwaveStore
+from resources.plex import PlexClient
+
+logger = logging.getLogger(__name__)
+
+
+def library_sizes(store: AirwaveStore, source_id: str) -> dict[str, int]:
+    """Available playable items per media type of a source's snapshot (`movie`, `show`)."""
+    m = t.media_item.c
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(m.type, sa.func.count())
+            .where(m.media_source_id == source_id, m.available.is_(True))
+            .group_by(m.type)
+        ).all()
+    counts = {row[0]: int(row[1]) for row in rows}
+    return {"movie": counts.get("movie", 0), "show": counts.get("episode", 0)}
+
+
+class PlexChannelToolbox:
+    """The tools of one channel build: Plex for pools, Postgres for the claimed channel row.
+
+    Args:
+        plex: A Plex client (one per build: it caches sections and tag choices).
+        store: The application database (schedules).
+        ai_store: The AI tables (definition writes).
+        claims: The claim registry the row was reserved in.
+        claimant: This attempt, the holder of the claim.
+        channel_id: The reserved (disabled) channel row.
+        number: Its channel number.
+        source_id: The media source whose library the channel draws from.
+        ordering: The channel's ordering (decides the schedule's order and the resolve sort).
+        sort_field: The channel's sort field.
+        sort_dir: The channel's sort direction.
+        library_items: Items per media type of the whole library, so a filter that matches all
+            of it is refused.
+        now: Clock for the schedule's start (tests pin it).
+    """
+
+    def __init__(
+        self,
+        *,
+        plex: PlexClient,
+        store: AirwaveStore,
+        ai_store: AiStore,
+        claims: ChannelClaims,
+        claimant: Claimant,
+        channel_id: str,
+        number: int,
+        source_id: str,
+        ordering: Ordering = "SHUFFLE",
+        sort_field: str = "title",
+        sort_dir: str = "asc",
+        library_items: dict[str, int] | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.plex = plex
+        self.store = store
+        self.ai_store = ai_store
+        self.claims = claims
+        self.claimant = claimant
+        self.channel_id = channel_id
+        self.number = number
+        self.source_id = source_id
+        self.ordering: Ordering = ordering
+        self.sort = plex_sort(ordering, sort_field, sort_dir)
+        self.library_items = library_items or {}
+        self.now = now
+        self.previews = 0
+        self.schedule_slots: int | None = None
+        self.schedule_error: str | None = None
+        self.released = False
+        self._pools: dict[str, list[MediaItem]] = {}
+
+    # -- ChannelToolbox -------------------------------------------------------------------------
+
+    def discover_field_values(self, field: str, media_types: tuple[MediaType, ...]) -> list[str]:
+        """Tag values of a field in the libraries of those types (one Plex round trip)."""
+        try:
+            return self.plex.tag_values(field, media_types)
+        except ValueError as error:
+            raise ToolError(f"discover_field_values: {error}") from None
+
+    def preview_filter(self, envelope: FilterEnvelope, detail: PreviewDetail) -> FilterPreview:
+        """Resolve the envelope's complete pool and summarise it.
+
+        A Plex failure (`PlexError`) propagates: the build fails and its claim is released.
+        """
+        items = self._resolve(envelope)
+        self.previews += 1
+        searched = envelope.effective_media_types
+        library = sum(self.library_items.get(kind, 0) for kind in searched) or None
+        return summarise_pool(items, detail=detail, library_items=library)
+
+    def commit_channel(self, envelope: FilterEnvelope, pool: FilterPreview) -> CommittedChannel:
+        """Write the verified filter and enable the claimed row, then lay its first 12 hours."""
+        plex_filter = envelope.model_dump(mode="json", by_alias=True, exclude_none=True)
+        with self.store.transaction() as conn:
+            self.ai_store.write_definition(conn, self.channel_id, plex_filter)
+            self.claims.commit(conn, self.channel_id, self.claimant, enabled=True)
+        self._schedule(self._resolve(envelope))
+        return CommittedChannel(channel_id=self.channel_id, number=self.number)
+
+    def give_up(self, reason: str) -> None:
+        """Delete the reservation (only while it is still this attempt's)."""
+        self.release()
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Release the claim once (give-up, refusal or failure paths all end here)."""
+        if not self.released:
+            self.claims.release(self.channel_id, self.claimant)
+            self.released = True
+
+    def _resolve(self, envelope: FilterEnvelope) -> list[MediaItem]:
+        key = json.dumps(
+            envelope.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True
+        )
+        if key not in self._pools:
+            try:
+                self._pools[key] = self.plex.resolve(
+                    envelope.model_dump(mode="json", by_alias=True, exclude_none=True),
+                    sort=self.sort,
+                )
+            except ValueError as error:
+                raise ToolError(f"the filter cannot be resolved: {error}") from None
+        return self._pools[key]
+
+    def _schedule(self, pool: list[MediaItem]) -> None:
+        """The initial 12-hour window; failures are logged, the enabled channel stays."""
+        try:
+            seed = channel_seed(self.channel_id)
+            build = build_schedule(
+                pool,
+                ordering=self.ordering,
+                channel_seed=seed,
+                start_at=self.now(),
+                window_seconds=INITIAL_WINDOW_SECONDS,
+                bumpers=resolve_bumper_plan("INHERIT", enabled=True),
+            )
+            self.schedule_slots = self.store.write_schedule(
+                self.channel_id,
+                source_id=self.source_id,
+                shuffle_seed=seed,
+                build=build,
+                pool=pool,
+            )
+        except Exception as error:
+            self.schedule_error = f"{type(error).__name__}: {error}"
+            logger.warning(
+                "channel %s is enabled but its schedule could not be laid: %s",
+                self.number,
+                self.schedule_error,
+            )

@@ -1,0 +1,358 @@
+"""The anthropic adapter: the planner's one structured-output call and the per-channel agent loop.
+
+Usage is reported for **every** API call the moment it returns (through `on_usage`), so tokens
+spent before a later call fails are never lost: the caller charges them to the budget ledger and
+the trace as they come. A failure after some calls raises `LlmCallError` carrying the usage and the
+agent steps gathered so far.
+
+The API key is read when a client is built, from the environment variable the resource names
+(`ANTHROPIC_API_KEY` by default); it never enters run config, logs or messages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import dagster as dg
+from pydantic import Field
+
+from airwave_dagster.domain.ai.usage import Usage
+
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+
+DEFAULT_PLANNER_MODEL = "claude-opus-4-8"
+DEFAULT_WORKER_MODEL = "claude-haiku-4-5"
+
+SDK_NON_STREAMING_MAX_TOKENS = 21_333
+"""Above this `max_tokens` the SDK refuses a non-streaming call (it could outlast 10 minutes)."""
+
+PLANNER_MAX_TOKENS = 32_000
+"""The planner's output cap (a 26-channel plan used ~10k tokens; truncation looks like bad JSON)."""
+
+WORKER_MAX_TOKENS = 4_096
+"""Worker replies are a few tool calls; kept under the non-streaming ceiling on purpose."""
+
+MAX_AGENT_CALLS = 24
+"""Model calls one channel's agent may make (spec §6.3)."""
+
+UsageSink = Callable[[str, Usage], None]
+"""Called with (model, usage) after every API call that returned usage."""
+
+
+class MissingApiKeyError(RuntimeError):
+    """The anthropic provider was asked for but its key variable is empty."""
+
+
+class BudgetStop(Exception):
+    """Raised by a `before_call` hook: the budget is exhausted, make no further model call."""
+
+
+class LlmCallError(RuntimeError):
+    """A model call failed (after the SDK's own retries); what was spent before is attached.
+
+    Attributes:
+        usage: Tokens of the calls that succeeded before the failure.
+        calls: Model calls that succeeded before the failure.
+        transient: True for rate limits, overload, 5xx and timeouts: a later resume may succeed.
+    """
+
+    def __init__(self, message: str, *, usage: Usage, calls: int, transient: bool) -> None:
+        super().__init__(message)
+        self.usage = usage
+        self.calls = calls
+        self.transient = transient
+
+
+@dataclass
+class PlannerReply:
+    """What the planner call returned: the forced tool's input, or why there is none."""
+
+    model: str
+    tool_input: object | None
+    stop_reason: str | None
+    raw_text: str
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """The result of one tool call as sent back to the model; `terminal` ends the loop."""
+
+    content: str
+    is_error: bool = False
+    terminal: bool = False
+
+
+ToolExecutor = Callable[[str, Mapping[str, Any]], ToolOutcome]
+
+
+@dataclass
+class AgentRun:
+    """One channel's agent loop: how it ended and its usage (every call summed)."""
+
+    model: str
+    stop: str
+    calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+
+
+def _describe(error: BaseException) -> tuple[str, bool]:
+    """A message for an SDK failure (no request body, no key) and whether it is transient."""
+    if isinstance(error, anthropic.APIStatusError):
+        transient = error.status_code in (408, 409, 429) or error.status_code >= 500
+        if error.status_code == 200:  # an error event in the middle of a stream
+            transient = True
+        detail = getattr(error, "api_message", None) or error.message
+        return f"Anthropic API error {error.status_code} ({error.type}): {detail}", transient
+    if isinstance(error, anthropic.APITimeoutError):
+        return "Anthropic API call timed out (after the SDK's retries)", True
+    if isinstance(error, anthropic.APIConnectionError):
+        return f"cannot reach the Anthropic API: {error}", True
+    # Mid-stream transport failures arrive unwrapped (httpx2 ReadTimeout, RemoteProtocolError).
+    name = type(error).__name__
+    transient = name in ("ReadTimeout", "RemoteProtocolError", "ReadError", "JSONDecodeError")
+    return f"Anthropic API call failed: {name}: {error}", transient
+
+
+def _usage_of(message: Any) -> Usage:
+    usage = getattr(message, "usage", None)
+    return Usage.from_api(None if usage is None else usage.model_dump())
+
+
+def _blocks(message: Any) -> list[dict[str, Any]]:
+    """The assistant turn to send back: each block with exactly the keys the API sent."""
+    return [block.model_dump(exclude_none=True) for block in message.content]
+
+
+class LlmClient:
+    """A configured anthropic client with the two calls the builder makes."""
+
+    def __init__(self, client: anthropic.Anthropic) -> None:
+        self._client = client
+
+    def plan(
+        self,
+        *,
+        model: str,
+        system: str,
+        content: Sequence[Mapping[str, Any]],
+        tool: Mapping[str, Any],
+        max_tokens: int = PLANNER_MAX_TOKENS,
+        on_usage: UsageSink,
+    ) -> PlannerReply:
+        """One forced tool-use call; streamed when `max_tokens` exceeds the SDK's limit.
+
+        Args:
+            model: Planner model id.
+            system: The planner's system prompt.
+            content: The user message's content blocks (the last one carries the cache mark).
+            tool: `{name, description, input_schema}` of the plan tool; the call is forced to it.
+            max_tokens: Output cap.
+            on_usage: Receives the call's usage, also when the stream breaks half way.
+
+        Raises:
+            LlmCallError: The API failed after the SDK's retries.
+        """
+        request: dict[str, Any] = {
+            "model": model,
+            "max_tokens": max_tokens,
+            "system": system,
+            "messages": [{"role": "user", "content": list(content)}],
+            "tools": [dict(tool)],
+            "tool_choice": {"type": "tool", "name": tool["name"]},
+        }
+        if max_tokens > SDK_NON_STREAMING_MAX_TOKENS:
+            message = self._streamed(request, model, on_usage)
+        else:
+            try:
+                message = self._client.messages.create(**request)
+            except Exception as error:
+                text, transient = _describe(error)
+                raise LlmCallError(text, usage=Usage(), calls=0, transient=transient) from error
+            on_usage(model, _usage_of(message))
+        tool_input = next(
+            (b.input for b in message.content if b.type == "tool_use" and b.name == tool["name"]),
+            None,
+        )
+        raw_text = (
+            json.dumps(tool_input, ensure_ascii=False)
+            if tool_input is not None
+            else "".join(getattr(b, "text", "") for b in message.content)
+        )
+        return PlannerReply(
+            model=model,
+            tool_input=tool_input,
+            stop_reason=message.stop_reason,
+            raw_text=raw_text,
+            usage=_usage_of(message),
+        )
+
+    def _streamed(self, request: Mapping[str, Any], model: str, on_usage: UsageSink) -> Any:
+        stream_manager = self._client.messages.stream(**request)
+        snapshot: Any = None
+        try:
+            with stream_manager as stream:
+                for _event in stream:
+                    snapshot = stream.current_message_snapshot
+                message = stream.get_final_message()
+        except Exception as error:
+            # The input tokens (and output so far) of a broken stream were billed all the same.
+            partial = _usage_of(snapshot) if snapshot is not None else Usage()
+            if snapshot is not None:
+                on_usage(model, partial)
+            text, transient = _describe(error)
+            raise LlmCallError(text, usage=partial, calls=0, transient=transient) from error
+        on_usage(model, _usage_of(message))
+        return message
+
+    def run_agent(
+        self,
+        *,
+        model: str,
+        system: str,
+        tools: Sequence[Mapping[str, Any]],
+        context_block: str,
+        brief: str,
+        execute: ToolExecutor,
+        on_usage: UsageSink,
+        on_text: Callable[[str], None] = lambda text: None,
+        before_call: Callable[[], None] = lambda: None,
+        max_calls: int = MAX_AGENT_CALLS,
+        max_tokens: int = WORKER_MAX_TOKENS,
+    ) -> AgentRun:
+        """The worker loop: call, run the requested tools, answer with their results, repeat.
+
+        The request prefix is tools → system → the shared-context block (cache breakpoint), so
+        every build of a run sends a byte-identical, cacheable prefix; the brief follows uncached.
+        The loop ends when the model stops asking for tools, right after a terminal tool
+        (commit/give up) succeeded, at `max_calls`, or when `before_call` raises `BudgetStop`.
+
+        Raises:
+            LlmCallError: An API call failed; `usage`/`steps` hold what came before.
+        """
+        messages: list[dict[str, Any]] = [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": context_block,
+                        "cache_control": {"type": "ephemeral"},
+                    },
+                    {"type": "text", "text": brief},
+                ],
+            }
+        ]
+        run = AgentRun(model=model, stop="end_turn")
+        while True:
+            if run.calls >= max_calls:
+                run.stop = "max_calls"
+                return run
+            try:
+                before_call()
+            except BudgetStop:
+                run.stop = "budget"
+                return run
+            try:
+                message = self._client.messages.create(
+                    model=model,
+                    max_tokens=max_tokens,
+                    system=system,
+                    tools=list(tools),  # type: ignore[arg-type]
+                    messages=messages,  # type: ignore[arg-type]
+                )
+            except Exception as error:
+                text, transient = _describe(error)
+                raise LlmCallError(
+                    text, usage=run.usage, calls=run.calls, transient=transient
+                ) from error
+            run.calls += 1
+            usage = _usage_of(message)
+            run.usage = run.usage + usage
+            on_usage(model, usage)
+            uses = [b for b in message.content if b.type == "tool_use"]
+            for block in message.content:
+                if block.type == "text":
+                    on_text(block.text)
+            if message.stop_reason != "tool_use" or not uses:
+                run.stop = message.stop_reason or "end_turn"
+                return run
+            messages.append({"role": "assistant", "content": _blocks(message)})
+            results: list[dict[str, Any]] = []
+            finished = False
+            for use in uses:
+                outcome = execute(use.name, use.input if isinstance(use.input, dict) else {})
+                result: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": use.id,
+                    "content": outcome.content,
+                }
+                if outcome.is_error:
+                    result["is_error"] = True
+                results.append(result)
+                finished = finished or (outcome.terminal and not outcome.is_error)
+            if finished:
+                # The channel is committed (or given up): its result needs no model reply.
+                run.stop = "terminal_tool"
+                return run
+            messages.append({"role": "user", "content": results})
+
+
+class LlmResource(dg.ConfigurableResource):
+    """Anthropic's Messages API through the official `anthropic` SDK.
+
+    The key is read from the environment variable named by `api_key_env_var` when a client is
+    built (an unset `dg.EnvVar` would fail every run at start-up, even offline ones, so the
+    variable is looked up through `dg.EnvVar(...).get_value()` only when the anthropic provider
+    is actually used).
+
+    Examples:
+        llm = LlmResource()  # ANTHROPIC_API_KEY, and ANTHROPIC_BASE_URL when set
+    """
+
+    api_key_env_var: str = Field(
+        default=API_KEY_ENV,
+        description="Name of the environment variable holding the API key (never the key).",
+    )
+    base_url: str | None = Field(
+        default=None,
+        description="Messages API base URL, e.g. a local stub; unset uses ANTHROPIC_BASE_URL "
+        "when set, else Anthropic's own.",
+    )
+    max_retries: int = Field(
+        default=2, description="SDK retries of 408/409/429/5xx/529 and timeouts, with backoff."
+    )
+    timeout_seconds: float = Field(default=600.0, description="Read timeout of each API call.")
+
+    def has_key(self) -> bool:
+        """Whether the key variable is set (decides the default provider)."""
+        return bool(dg.EnvVar(self.api_key_env_var).get_value())
+
+    def missing_key_message(self) -> str:
+        """The refusal shown when the anthropic provider has no key."""
+        return (
+            f"provider 'anthropic' needs an API key in the environment variable "
+            f"{self.api_key_env_var}, which is not set; set it, or use provider 'offline'"
+        )
+
+    def get_client(self) -> LlmClient:
+        """A client for this process.
+
+        Raises:
+            MissingApiKeyError: The key variable is unset or empty.
+        """
+        key = dg.EnvVar(self.api_key_env_var).get_value()
+        if not key:
+            raise MissingApiKeyError(self.missing_key_message())
+        base_url = self.base_url or dg.EnvVar(BASE_URL_ENV).get_value() or None
+        kwargs: dict[str, Any] = {"api_key": key, "max_retries": self.max_retries}
+        if base_url:
+            kwargs["base_url"] = base_url
+        if self.timeout_seconds != 600.0:
+            kwargs["timeout"] = anthropic.Timeout(self.timeout_seconds, connect=5.0)
+        return LlmClient(anthropic.Anthropic(**kwargs))
