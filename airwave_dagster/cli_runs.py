@@ -116,8 +116,9 @@ def runs_list(limit: int, as_json: bool) -> None:
         print(json.dumps(rows))
         return
     table = Table()
-    for column in ("run id", "job", "status", "started", "lineup", "parent"):
-        table.add_column(column)
+    table.add_column("run id", no_wrap=True, min_width=36)  # ids are what users copy: never cut
+    for column in ("job", "status", "started", "lineup", "parent"):
+        table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*(str(value) for value in row.values()))
     _console()[0].print(table)

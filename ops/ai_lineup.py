@@ -84,7 +84,7 @@ from resources.ai_toolbox import PlexChannelToolbox, library_sizes
 from resources.claims import ChannelClaims, Claimant
 from resources.database import AirwaveStore, DatabaseResource
 from resources.io_manager import CODE_VERSION_TAG
-from resources.library_sync import sync_library
+from resources.library_sync import library_synced, sync_library
 from resources.llm import (
     DEFAULT_PLANNER_MODEL,
     DEFAULT_WORKER_MODEL,
@@ -362,8 +362,8 @@ def analyze_library(
     The profile is recomputed from `airwave.media_item` (the `library_profile` asset's input) so
     it describes exactly the items the builds will verify against, and stored as the
     `library_profile` materialisation; being this step's output, a resumed run reuses it. A
-    library without a recorded `plex_library` snapshot is synced from Plex first (and that
-    materialisation recorded). The anthropic provider without its key
+    source whose library was never completely snapshotted is synced from Plex first (and a
+    `plex_library` materialisation recorded). The anthropic provider without its key
     is refused here, before anything is written or spent.
     """
     store, ai = _stores(database)
@@ -382,9 +382,8 @@ def _analyze(
     provider = _resolve_provider(config, llm)
     source_id = store.find_source(plex.base_url)
     # Media item rows also come from schedules (only the items scheduled), so rows alone do not
-    # prove a snapshot: without a recorded `plex_library` materialisation the library is synced.
-    snapshot = context.instance.get_latest_materialization_event(PLEX_LIBRARY_KEY)
-    if snapshot is None or source_id is None or not ai.has_media_items(source_id):
+    # prove a snapshot: unless a complete snapshot of this source was taken, sync it now.
+    if source_id is None or not library_synced(store, source_id):
         try:
             synced = sync_library(store, plex.get_client())
         except PlexError as error:

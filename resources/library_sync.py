@@ -115,6 +115,11 @@ def sync_library(
                 )
                 .values(available=False, last_synced_at=sa.func.now())
             )
+        conn.execute(
+            t.media_source.update()
+            .where(t.media_source.c.id == source_id)
+            .values(library_synced_at=sa.func.now())
+        )
     return LibrarySyncResult(
         source_id=source_id,
         libraries=len(libraries),
@@ -123,6 +128,19 @@ def sync_library(
         removed=tuple(removed),
         updated=tuple(updated),
     )
+
+
+def library_synced(store: AirwaveStore, source_id: str) -> bool:
+    """Whether a complete snapshot of the source's library has been taken."""
+    with store.engine.connect() as conn:
+        return (
+            conn.execute(
+                sa.select(t.media_source.c.library_synced_at).where(
+                    t.media_source.c.id == source_id
+                )
+            ).scalar_one_or_none()
+            is not None
+        )
 
 
 def _available(store: AirwaveStore, source_id: str) -> bool:

@@ -33,6 +33,9 @@ media_source = sa.Table(
     # The token is never stored: it is read from PLEX_TOKEN at run time.
     sa.Column("base_url", sa.Text, nullable=False, unique=True),
     sa.Column("enabled", sa.Boolean, nullable=False, server_default=sa.true()),
+    # Set by a complete library snapshot (resources/library_sync.py); media items also arrive
+    # one by one from schedules, so their presence alone does not mean the library is mirrored.
+    sa.Column("library_synced_at", sa.DateTime(timezone=True)),
     *_timestamps(),
 )
 

@@ -30,9 +30,19 @@ def synced(store, plex_emulator, library_snapshot) -> str:
     The rows are what `resources.library_sync.sync_library` writes (its own tests cover it);
     inserting the session's copy saves re-reading 2,000 items through plexapi in every test.
     """
+    import sqlalchemy as sa
+
+    from resources import tables as t
+
     libraries, items = library_snapshot
     source_id = store.sync_source(plex_emulator.url, libraries)
     insert_items(store, source_id, items)
+    with store.transaction() as conn:  # what a complete snapshot records
+        conn.execute(
+            t.media_source.update()
+            .where(t.media_source.c.id == source_id)
+            .values(library_synced_at=sa.func.now())
+        )
     return source_id
 
 
