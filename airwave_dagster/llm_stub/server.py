@@ -6,14 +6,13 @@ import json
 import logging
 import signal
 import socket
-import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from itertools import count
 from types import FrameType, TracebackType
 from typing import Any, cast
@@ -31,6 +30,7 @@ from airwave_dagster.llm_stub.script import (
 )
 from airwave_dagster.llm_stub.usage import PromptCache, total_tokens
 from airwave_dagster.llm_stub.validation import InvalidRequest, check_request
+from airwave_dagster.local_server import TrackedThreadingServer
 
 logger = logging.getLogger(__name__)
 
@@ -126,46 +126,14 @@ class _State:
         return None
 
 
-class _Server(ThreadingHTTPServer):
-    """A threading server that tracks open connections so `stop` can cut keep-alive ones."""
+class _Server(TrackedThreadingServer):
+    """The stub's server: connection tracking (for `stop`) plus the stub's state."""
 
-    daemon_threads = True
+    label = "LLM stub"
 
     def __init__(self, address: tuple[str, int], state: _State) -> None:
         super().__init__(address, _Handler)
         self.state = state
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """Remember the connection before a worker thread takes it."""
-        with self._connections_lock:
-            self._connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        """Forget a connection its worker has finished with."""
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        """Shut every open connection, so a stopped stub stops answering at once."""
-        with self._connections_lock:
-            connections = list(self._connections)
-        for connection in connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                logger.debug("connection already closed")
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Clients that give up (timeouts) hang up mid-reply; that is routine, not a failure."""
-        error = sys.exc_info()[1]
-        if isinstance(error, BrokenPipeError | ConnectionResetError):
-            logger.debug("client %s hung up before the reply was sent", client_address)
-        else:
-            logger.exception("LLM stub failed on a request from %s", client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

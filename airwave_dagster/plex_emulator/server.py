@@ -6,16 +6,15 @@ import json
 import logging
 import random
 import signal
-import socket
-import sys
 import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import FrameType, TracebackType
 from typing import Any, cast
 
+from airwave_dagster.local_server import TrackedThreadingServer
 from airwave_dagster.plex_emulator.app import PlexApp, Request, Response, unquoted_path
 from airwave_dagster.plex_emulator.dataset import EmulatedLibrary, build_library
 from airwave_dagster.plex_emulator.query import decode_query
@@ -77,11 +76,11 @@ class RequestStats:
             self._statuses.clear()
 
 
-class EmulatorServer(ThreadingHTTPServer):
-    """A threading HTTP server that remembers its open connections so `stop` can cut them."""
+class EmulatorServer(TrackedThreadingServer):
+    """The emulator's server: connection tracking (for `stop`) plus options, stats and faults."""
 
-    daemon_threads = True
     allow_reuse_address = True
+    label = "Plex emulator"
 
     def __init__(
         self,
@@ -97,38 +96,6 @@ class EmulatorServer(ThreadingHTTPServer):
         self.stats = stats
         self._faults = random.Random(f"plex-emulator-faults-{fault_seed}")
         self._faults_lock = threading.Lock()
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """Track the connection before handing it to a worker thread."""
-        with self._connections_lock:
-            self._connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        """Forget a connection once its worker is done with it."""
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        """Cut keep-alive connections, so a stopped emulator stops answering for good."""
-        with self._connections_lock:
-            connections = list(self._connections)
-        for connection in connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                logger.debug("connection already closed")
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Log a failed connection instead of printing it (clients hanging up are routine)."""
-        error = sys.exc_info()[1]
-        if isinstance(error, BrokenPipeError | ConnectionResetError):
-            logger.debug("client %s hung up before the answer was sent", client_address)
-        else:
-            logger.exception("connection from %s failed", client_address)
 
     def should_fail(self) -> bool:
         """Draw the next fault decision."""

@@ -576,6 +576,11 @@ def _search(
         filter=Condition(field="title", op="contains", value=query.strip()),
     )
     preview = toolbox.preview_filter(envelope, "compact")
+    return _preview_result(tool, preview, envelope)
+
+
+def _preview_result(tool: str, preview: FilterPreview, envelope: FilterEnvelope) -> ToolResult:
+    """What a previewing tool returns to the model: the pool summary and its real count."""
     return ToolResult(
         tool=tool,
         content=_dumps(_preview_payload(preview)),
@@ -600,13 +605,7 @@ def _preview(
     if detail not in ("quick", "compact"):
         raise ToolError(f"{tool}: detail must be 'quick' or 'compact', got {detail!r}")
     preview = toolbox.preview_filter(envelope, detail)
-    return ToolResult(
-        tool=tool,
-        content=_dumps(_preview_payload(preview)),
-        matched=preview.total_items,
-        preview=preview,
-        envelope=envelope,
-    )
+    return _preview_result(tool, preview, envelope)
 
 
 def _commit(
