@@ -6,10 +6,16 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from ops.ai_assets import ai_lineup_asset, library_profile
-from ops.ai_lineup import ai_lineup
-from ops.library import plex_library, refresh_library, refresh_library_schedule
-from ops.lineup_import import import_lineup
+from airwave_dagster.run_tags import AI_LINEUP_JOB, IMPORT_LINEUP_JOB
+from ops.ai_lineup.ops import ai_lineup
+from ops.library_assets import (
+    ai_lineup_asset,
+    library_profile,
+    plex_library,
+    refresh_library,
+    refresh_library_schedule,
+)
+from ops.lineup_import.ops import import_lineup
 from ops.maintenance import MAINTENANCE_JOBS, follow_library, maintenance_schedules
 from resources.database import DatabaseResource
 from resources.io_manager import PostgresJsonIOManager
@@ -51,9 +57,9 @@ defs = build_definitions(production_resources())
 
 def import_lineup_job() -> dg.JobDefinition:
     """The bound `import_lineup` job, for `dg.reconstructable` (tests, benchmarks)."""
-    return defs.resolve_job_def("import_lineup")
+    return defs.resolve_job_def(IMPORT_LINEUP_JOB)
 
 
 def ai_lineup_job() -> dg.JobDefinition:
     """The bound `ai_lineup` job, for `dg.reconstructable` (tests, benchmarks)."""
-    return defs.resolve_job_def("ai_lineup")
+    return defs.resolve_job_def(AI_LINEUP_JOB)

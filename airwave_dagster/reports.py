@@ -14,10 +14,10 @@ from typing import Any
 import dagster as dg
 import sqlalchemy as sa
 
-from airwave_dagster.environment import DATABASE_URL_ENV
+from airwave_dagster.cli.environment import DATABASE_URL_ENV
+from airwave_dagster.run_tags import IMPORT_LINEUP_JOB, REPORT_OP_TAG, SUMMARIZE_IMPORT_OP
 
-REPORT_OP_TAG = "airwave/report_op"
-_KNOWN_REPORT_OPS = {"import_lineup": "summarize_import"}
+_KNOWN_REPORT_OPS = {IMPORT_LINEUP_JOB: SUMMARIZE_IMPORT_OP}
 
 
 def report_op(run: dg.DagsterRun) -> str | None:
@@ -28,7 +28,7 @@ def report_op(run: dg.DagsterRun) -> str | None:
 def stored_report(instance: dg.DagsterInstance, run_id: str) -> dict[str, Any] | None:
     """The newest report produced by `run_id` or any run of its group, or None."""
     from resources import tables as t
-    from resources.database import engine_for
+    from resources.stores.engine import engine_for
 
     run = instance.get_run_by_id(run_id)
     if run is None:

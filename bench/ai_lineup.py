@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from airwave_dagster.domain.ai.offline import offline_plan
 from airwave_dagster.domain.ai.plan import sanitize_plan
 from airwave_dagster.domain.ai.prompts import PLANNER_TOOL_NAME
-from airwave_dagster.llm_stub import LLMStub
+from airwave_dagster.emulators.anthropic import LLMStub
 
 CHANNELS = 50
 STUB_LATENCY_S = 0.5
@@ -35,12 +35,13 @@ PROPOSED = "PROPOSED FILTER (verify it first):\n"
 
 def _plan(channels: int) -> dict[str, Any]:
     """The offline planner's lineup for the synced library, cut or padded to `channels`."""
-    from ops.ai_assets import compute_profile
-    from ops.ai_lineup import fetch_vocabulary
-    from resources.ai_store import AiStore
-    from resources.database import AirwaveStore, engine_for
-    from resources.library_sync import sync_library
+    from ops.ai_lineup.ops import fetch_vocabulary
+    from ops.library_assets import compute_profile
     from resources.plex import PlexClient
+    from resources.stores.ai import AiStore
+    from resources.stores.channels import AirwaveStore
+    from resources.stores.engine import engine_for
+    from resources.stores.library import sync_library
 
     store = AirwaveStore(engine_for(os.environ["AIRWAVE_DATABASE_URL"]))
     plex = PlexClient(os.environ["PLEX_URL"], os.environ["PLEX_TOKEN"])
@@ -180,8 +181,8 @@ def _fan_out_seconds(instance: dg.DagsterInstance, run_id: str) -> float:
 
 def main() -> None:
     """Print the section on its own: private Postgres (own database), an in-process emulator."""
-    from airwave_dagster import environment
-    from airwave_dagster.plex_emulator import start_emulator
+    from airwave_dagster.cli import environment
+    from airwave_dagster.emulators.plex import start_emulator
 
     server = environment.start_private_postgres(environment.airwave_home())
     db_url = environment.ensure_database(server, "airwave_bench_ai")

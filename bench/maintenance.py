@@ -18,12 +18,14 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from airwave_dagster import environment
+from airwave_dagster.cli import environment
 from airwave_dagster.domain.library import MediaItem
 from airwave_dagster.domain.schedule import MAX_ENTRIES, build_schedule, pass_order
 from resources import tables as t
-from resources.database import AirwaveStore, engine_for, new_id
-from resources.maintenance_store import MaintenanceStore
+from resources.stores.channels import AirwaveStore
+from resources.stores.engine import engine_for
+from resources.stores.maintenance import MaintenanceStore
+from resources.stores.rows import new_id
 
 POOL_SIZES = (1_000, 10_000, 100_000)
 EXTEND_CHANNELS = 50

@@ -23,7 +23,7 @@ from typing import Any
 import dagster as dg
 import sqlalchemy as sa
 
-from airwave_dagster import environment
+from airwave_dagster.cli import environment
 from bench.ai_lineup import ai_lineup_section
 from bench.maintenance import maintenance_section
 
@@ -49,7 +49,7 @@ GENRES = (
 def spawn_import_job() -> dg.JobDefinition:
     """`import_lineup` with the spawn start method, for comparison."""
     from airwave_dagster.definitions import production_resources
-    from ops.lineup_import import import_executor, import_lineup
+    from ops.lineup_import.ops import import_executor, import_lineup
 
     return import_lineup.graph.to_job(
         name="import_lineup_spawn",
@@ -162,7 +162,7 @@ def main() -> None:
         [
             sys.executable,
             "-m",
-            "airwave_dagster.plex_emulator",
+            "airwave_dagster.emulators.plex",
             "--port",
             str(port := environment._free_port()),
             "--items",

@@ -21,10 +21,10 @@ from airwave_dagster.domain.maintenance import (
     summarize,
 )
 from airwave_dagster.domain.schedule import extend_needed
+from airwave_dagster.run_tags import CODE_VERSION_TAG, JOB_TAG
 from resources.database import DatabaseResource
-from resources.io_manager import CODE_VERSION_TAG
-from resources.maintenance_store import MaintenanceStore
 from resources.plex import PlexClient, PlexResource
+from resources.stores.maintenance import MaintenanceStore
 
 MAINTENANCE_CONCURRENCY = 4
 """At most this many batches are maintained at once (each resolves pools against Plex)."""
@@ -88,7 +88,7 @@ def _plan_op(kind: MaintenanceKind) -> dg.OpDefinition:
         context: dg.OpExecutionContext, config: MaintenanceConfig, database: DatabaseResource
     ) -> Iterator[dg.DynamicOutput[MaintenanceBatch]]:
         """Choose the channels this run maintains and split them into batches."""
-        channels = _channels(MaintenanceStore(database.get_store()), kind, config.limit)
+        channels = _channels(database.stores().maintenance, kind, config.limit)
         context.log.info(f"{kind}: {len(channels)} channel(s) to visit")
         for start in range(0, len(channels), config.batch_size):
             yield dg.DynamicOutput(
@@ -140,7 +140,7 @@ def maintain_channels(
     Pools are resolved through Plex before each channel's transaction, which locks the channel
     row and re-checks what to do, so two overlapping runs never lay the same stretch twice.
     """
-    store = MaintenanceStore(database.get_store())
+    store = database.stores().maintenance
     client = plex.get_client()
     outcomes: list[ChannelOutcome] = []
     for channel_id in batch.channel_ids:
@@ -241,7 +241,7 @@ def _maintenance_job(kind: MaintenanceKind, name: str, description: str) -> dg.J
     @dg.job(
         name=name,
         executor_def=maintenance_executor(),
-        tags={"airwave/job": name},
+        tags={JOB_TAG: name},
         description=description,
     )
     def maintenance_job() -> None:
@@ -276,12 +276,12 @@ follow_library = _maintenance_job(
 @_op()
 def prune_schedule_rows(context: dg.OpExecutionContext, database: DatabaseResource) -> int:
     """Delete schedule rows that started more than 6 hours ago and have ended."""
-    pruned = MaintenanceStore(database.get_store()).prune(datetime.now(UTC))
+    pruned = database.stores().maintenance.prune(datetime.now(UTC))
     context.add_output_metadata({"rows_pruned": pruned})
     return pruned
 
 
-@dg.job(tags={"airwave/job": "prune_schedules"}, description="Delete schedule history (> 6 h).")
+@dg.job(tags={JOB_TAG: "prune_schedules"}, description="Delete schedule history (> 6 h).")
 def prune_schedules() -> None:
     """One delete over every channel."""
     prune_schedule_rows()

@@ -35,10 +35,10 @@ from airwave_dagster.domain.schedule import (
     resolve_bumper_plan,
 )
 from resources import tables as t
-from resources.ai_store import AiStore
-from resources.claims import ChannelClaims, Claimant
-from resources.database import AirwaveStore
 from resources.plex import PlexClient
+from resources.stores.ai import AiStore
+from resources.stores.channels import AirwaveStore
+from resources.stores.claims import ChannelClaims, Claimant
 
 logger = logging.getLogger(__name__)
 

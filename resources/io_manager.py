@@ -7,10 +7,10 @@ import sqlalchemy as sa
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from airwave_dagster.run_tags import CODE_VERSION_TAG
 from resources import tables as t
-from resources.database import DatabaseResource, engine_for
-
-CODE_VERSION_TAG = "airwave/code_version"
+from resources.database import DatabaseResource
+from resources.stores.engine import engine_for
 
 
 def _python_type(dagster_type: dg.DagsterType) -> Any:

@@ -6,7 +6,9 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-PLEX_LIBRARY_KEY = dg.AssetKey("plex_library")
+from airwave_dagster.run_tags import PLEX_LIBRARY_ASSET
+
+PLEX_LIBRARY_KEY = dg.AssetKey(PLEX_LIBRARY_ASSET)
 
 
 def follow_requested(metadata: Mapping[str, object]) -> bool:

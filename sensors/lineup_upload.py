@@ -29,15 +29,23 @@ from pathlib import Path
 
 import dagster as dg
 
+from airwave_dagster.cli.environment import airwave_home
 from airwave_dagster.domain.errors import AirwaveError
 from airwave_dagster.domain.lineup_file import MAX_LINEUP_BYTES, parse_lineup
-from airwave_dagster.environment import airwave_home
+from airwave_dagster.run_tags import (
+    DRY_RUN_TAG,
+    IDEMPOTENCY_TAG,
+    IMPORT_LINEUP_JOB,
+    LINEUP_SHA256_TAG,
+    LINEUP_TAG,
+    PLAN_IMPORT_OP,
+    import_key_of_digest,
+)
 
 INBOX_ENV = "AIRWAVE_INBOX"
 SETTLE_SECONDS = 2.0
 """A file younger than this may still be growing; it waits for a later tick."""
 RUN_KEY_TAG = "dagster/run_key"
-IDEMPOTENCY_TAG = "airwave/idempotency_key"
 
 
 def inbox_dir() -> Path:
@@ -47,11 +55,6 @@ def inbox_dir() -> Path:
     for path in (inbox, inbox / "processed", inbox / "rejected"):
         path.mkdir(parents=True, exist_ok=True)
     return inbox
-
-
-def import_key(digest: str) -> str:
-    """The idempotency key `airwave import` uses for the same content (a full, real import)."""
-    return f"import_lineup:{digest}:write:all"
 
 
 @dataclass
@@ -182,7 +185,7 @@ def evaluate_inbox(
                 run_key=digest,
                 run_config={
                     "ops": {
-                        "plan_import_lineup": {
+                        PLAN_IMPORT_OP: {
                             "config": {
                                 "lineup_json": content.decode("utf-8"),
                                 "lineup_name": path.name,
@@ -191,10 +194,10 @@ def evaluate_inbox(
                     }
                 },
                 tags={
-                    "airwave/lineup": path.name,
-                    "airwave/dry_run": "false",
-                    "airwave/lineup_sha256": digest,
-                    IDEMPOTENCY_TAG: import_key(digest),
+                    LINEUP_TAG: path.name,
+                    DRY_RUN_TAG: "false",
+                    LINEUP_SHA256_TAG: digest,
+                    IDEMPOTENCY_TAG: import_key_of_digest(digest),
                 },
             )
         )
@@ -206,7 +209,7 @@ def evaluate_inbox(
 
 
 @dg.sensor(
-    job_name="import_lineup",
+    job_name=IMPORT_LINEUP_JOB,
     minimum_interval_seconds=5,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=(

@@ -9,13 +9,17 @@ import psycopg2
 import pytest
 import sqlalchemy as sa
 
-from airwave_dagster import environment
+from airwave_dagster.cli import environment
 
 # Isolates plexapi from the developer's config; nothing above imports plexapi.
-from tests import plex_fixtures  # noqa: F401
+from tests.support import plex as plex_fixtures  # noqa: F401
 
-# One shared `airwave dev` for the tests that drive the real UI, daemon and code server.
-from tests.dagster_dev import dev, fresh, slow_plex  # noqa: F401
+# Fixtures shared across the mirrored folders: the scripted model's stub and the synced library
+# (tests/ops, tests/cli, tests/integration), the small maintenance library, and one shared
+# `airwave dev` for the tests that drive the real UI, daemon and code server.
+from tests.support.ai import library_snapshot, stub, stub_server, synced  # noqa: F401
+from tests.support.dagster_dev import dev, fresh, slow_plex  # noqa: F401
+from tests.support.maintenance import small_library, small_plex  # noqa: F401
 
 # Overridable so that several checkouts (or agents) can run the suite on one server at once.
 TEST_DATABASE = os.environ.get("AIRWAVE_TEST_DB", "airwave_test")
@@ -76,7 +80,8 @@ def clean_db(database_url: str) -> Iterator[str]:
 @pytest.fixture
 def store(clean_db: str):
     """The repository over a clean test database."""
-    from resources.database import AirwaveStore, engine_for
+    from resources.stores.channels import AirwaveStore
+    from resources.stores.engine import engine_for
 
     return AirwaveStore(engine_for(clean_db))
 
@@ -84,7 +89,7 @@ def store(clean_db: str):
 @pytest.fixture(scope="session")
 def plex_emulator() -> Iterator[object]:
     """The Plex emulator serving the demo-sized library on 127.0.0.1, exported as PLEX_URL."""
-    from airwave_dagster.plex_emulator import start_emulator
+    from airwave_dagster.emulators.plex import start_emulator
 
     with start_emulator(items=2000, seed=7) as handle:
         os.environ[environment.PLEX_URL_ENV] = handle.url

@@ -33,10 +33,9 @@ from dagster._core.storage.tags import (
 from dagster._core.workspace.context import BaseWorkspaceRequestContext
 
 from airwave_dagster.durability.versions import refuse_if_changed
+from airwave_dagster.run_tags import ADDED_STEPS_TAG, RESUMED_FROM_TAG
 
 UNRESOLVED_SUFFIX = "[?]"
-RESUMED_FROM_TAG = "airwave/resumed_from"
-ADDED_STEPS_TAG = "airwave/resume_added_steps"
 
 
 def _produced_step_keys(state: PastExecutionState | None) -> set[str]:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import dagster as dg
 from dagster._core.snap import JobSnap
 
-from resources.io_manager import CODE_VERSION_TAG
+from airwave_dagster.run_tags import CODE_VERSION_TAG
 
 
 class CodeVersionChanged(dg.DagsterInvariantViolationError):

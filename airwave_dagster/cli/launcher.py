@@ -1,0 +1,406 @@
+"""Start runs the way the Dagster UI does, so CLI runs are visible and re-executable there.
+
+Dagster has no public "launch this job with config and give me the run" call for a workspace
+(notes/dagster-findings.md Q5): `dagster job launch` wraps the same internal steps used here. The
+run is created against the code location from `workspace.yaml`, so it carries a remote job origin
+and the UI can re-execute it. It then goes to the run queue when a daemon is running (`airwave
+dev`), or straight to the run launcher otherwise, so the CLI works without the daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster._core.remote_representation.external import RemoteJob
+from dagster._core.workspace.context import BaseWorkspaceRequestContext, WorkspaceProcessContext
+from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+from airwave_dagster.cli.environment import DATABASE_URL_ENV, airwave_home, project_root
+from airwave_dagster.run_tags import CANCEL_REASON_TAG, IDEMPOTENCY_TAG
+
+LOCATION_NAME = "airwave"
+_DAEMON_FRESH_SECONDS = 60
+
+
+@contextmanager
+def _children_write_to(log_path: Path) -> Iterator[None]:
+    """Point fds 1 and 2 at a log file while child processes are started.
+
+    The code server started here launches run workers, which print every event to the stdout
+    they inherit. That would flood the CLI's own output (and break `--json`), so the children
+    get the log file instead; the full event log is in Postgres and the UI anyway.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with log_path.open("ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+@contextmanager
+def workspace(instance: dg.DagsterInstance) -> Iterator[BaseWorkspaceRequestContext]:
+    """A request context over the project's `workspace.yaml` (starts a code server).
+
+    The code server's output, and that of the run workers it launches, goes to
+    `.airwave/logs/code-server.log`.
+    """
+    target = WorkspaceFileTarget(paths=[str(project_root() / "workspace.yaml")])
+    with _children_write_to(airwave_home() / "logs" / "code-server.log"):
+        process_context = WorkspaceProcessContext(instance, target)
+    with process_context:
+        yield process_context.create_request_context()
+
+
+def remote_job(context: BaseWorkspaceRequestContext, job_name: str) -> RemoteJob:
+    """The job as the code server describes it."""
+    location = context.get_code_location(LOCATION_NAME)
+    repository = next(iter(location.get_repositories().values()))
+    return repository.get_full_job(job_name)
+
+
+def daemon_running(instance: dg.DagsterInstance) -> bool:
+    """Whether a queued-run daemon heartbeat is fresh (then runs go through the queue)."""
+    heartbeats = instance.get_daemon_heartbeats()
+    beat = heartbeats.get("QUEUED_RUN_COORDINATOR")
+    return beat is not None and time.time() - beat.timestamp < _DAEMON_FRESH_SECONDS
+
+
+def create_run(
+    instance: dg.DagsterInstance,
+    context: BaseWorkspaceRequestContext,
+    job_name: str,
+    run_config: Mapping[str, object],
+    tags: Mapping[str, str],
+) -> dg.DagsterRun:
+    """Create a NOT_STARTED run of `job_name` with a remote origin (UI re-executable)."""
+    location = context.get_code_location(LOCATION_NAME)
+    job = remote_job(context, job_name)
+    plan = location.get_execution_plan(
+        job, dict(run_config), step_keys_to_execute=None, known_state=None, instance=instance
+    )
+    snapshot = plan.execution_plan_snapshot
+    repository = next(iter(location.get_repositories().values()))
+    return instance.create_run(
+        job_name=job.name,
+        run_id=None,
+        run_config=dict(run_config),
+        resolved_op_selection=None,
+        step_keys_to_execute=snapshot.step_keys_to_execute,
+        op_selection=None,
+        status=None,
+        root_run_id=None,
+        parent_run_id=None,
+        tags={**job.tags, **tags},
+        job_snapshot=job.job_snapshot,
+        execution_plan_snapshot=snapshot,
+        parent_job_snapshot=job.parent_job_snapshot,
+        remote_job_origin=job.get_remote_origin(),
+        job_code_origin=job.get_python_origin(),
+        asset_selection=None,
+        asset_check_selection=None,
+        asset_graph=repository.asset_graph,
+    )
+
+
+def start_run(
+    instance: dg.DagsterInstance,
+    context: BaseWorkspaceRequestContext,
+    run: dg.DagsterRun,
+) -> dg.DagsterRun:
+    """Queue the run if a daemon serves the queue, otherwise launch it now."""
+    if daemon_running(instance):
+        return instance.submit_run(run.run_id, context)
+    return instance.launch_run(run.run_id, context)
+
+
+def wait_for_run(
+    instance: dg.DagsterInstance, run_id: str, *, poll_seconds: float = 0.5
+) -> dg.DagsterRun:
+    """Block until the run reaches a finished status and return it."""
+    while True:
+        run = instance.get_run_by_id(run_id)
+        if run is None:
+            raise LookupError(f"run {run_id} not found")
+        if run.is_finished:
+            return run
+        time.sleep(poll_seconds)
+
+
+def failure_messages(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """The step and run failure messages of a run, in order."""
+    messages: list[str] = []
+    for record in instance.all_logs(run_id):
+        event = record.dagster_event
+        if event is None:
+            continue
+        if event.event_type == dg.DagsterEventType.STEP_FAILURE:
+            data = event.step_failure_data
+            if data.user_failure_data is not None and data.user_failure_data.description:
+                messages.append(f"{event.step_key}: {data.user_failure_data.description}")
+            elif data.error is not None:
+                messages.append(f"{event.step_key}: {data.error.message.strip()}")
+        elif event.event_type == dg.DagsterEventType.RUN_FAILURE and not messages:
+            messages.append(record.message or "run failed")
+    return messages
+
+
+# --- re-execution, cancel and idempotent starts --------------------------------------------------
+
+FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
+
+
+class LaunchRefused(Exception):
+    """A start, resume or cancel that cannot proceed, with a message for the user."""
+
+
+def launch(
+    instance: dg.DagsterInstance, context: BaseWorkspaceRequestContext, run: dg.DagsterRun
+) -> dg.DagsterRun:
+    """`start_run` with the code-version guard also on the direct-launch path (no daemon)."""
+    from airwave_dagster.durability.coordinator import guard_submission
+    from airwave_dagster.durability.versions import CodeVersionChanged
+
+    if not daemon_running(instance):
+        try:
+            guard_submission(instance, run)
+        except CodeVersionChanged as error:
+            raise LaunchRefused(str(error)) from error
+    try:
+        return start_run(instance, context, run)
+    except CodeVersionChanged as error:  # the queue's guard refused it
+        raise LaunchRefused(str(error)) from error
+
+
+def _location_and_job(context: BaseWorkspaceRequestContext, job_name: str) -> tuple[Any, RemoteJob]:
+    return context.get_code_location(LOCATION_NAME), remote_job(context, job_name)
+
+
+def resume(
+    instance: dg.DagsterInstance, context: BaseWorkspaceRequestContext, run_id: str
+) -> dg.DagsterRun:
+    """Create and start the complete from-failure re-execution of a failed or canceled run."""
+    from airwave_dagster.durability.resume import create_resume_run
+    from airwave_dagster.durability.versions import CodeVersionChanged
+
+    parent = instance.get_run_by_id(run_id)
+    if parent is None:
+        raise LaunchRefused(f"no run {run_id}")
+    if parent.status.value not in ("FAILURE", "CANCELED"):
+        hint = (
+            "it finished; nothing to resume"
+            if parent.status.value == "SUCCESS"
+            else "wait for it to finish, or cancel it first (`airwave runs cancel`)"
+        )
+        raise LaunchRefused(f"run {run_id} is {parent.status.value}: {hint}")
+    location, job = _location_and_job(context, parent.job_name)
+    try:
+        run = create_resume_run(
+            instance,
+            request_context=context,
+            parent_run=parent,
+            code_location=location,
+            remote_job=job,
+        )
+    except CodeVersionChanged as error:
+        raise LaunchRefused(str(error)) from error
+    except dg.DagsterInvalidSubsetError as error:
+        raise LaunchRefused(str(error)) from error
+    return launch(instance, context, run)
+
+
+def reexecute_all(
+    instance: dg.DagsterInstance, context: BaseWorkspaceRequestContext, run_id: str
+) -> dg.DagsterRun:
+    """Start a new run of every step of `run_id`'s job with its config (nothing replayed)."""
+    from dagster._core.execution.plan.resume_retry import ReexecutionStrategy
+
+    parent = instance.get_run_by_id(run_id)
+    if parent is None:
+        raise LaunchRefused(f"no run {run_id}")
+    if not parent.is_finished:
+        raise LaunchRefused(f"run {run_id} is {parent.status.value}: wait for it or cancel it")
+    location, job = _location_and_job(context, parent.job_name)
+    run = instance.create_reexecuted_run(
+        request_context=context,
+        parent_run=parent,
+        code_location=location,
+        remote_job=job,
+        strategy=ReexecutionStrategy.ALL_STEPS,
+        use_parent_run_tags=True,
+    )
+    return launch(instance, context, run)
+
+
+def run_tree(instance: dg.DagsterInstance, run_id: str) -> list[dg.DagsterRun]:
+    """Every run of `run_id`'s group (its root, re-executions and their re-executions)."""
+    group = instance.get_run_group(run_id)
+    return list(group[1]) if group else []
+
+
+def cancel(
+    instance: dg.DagsterInstance, run_id: str, reason: str, *, timeout: float = 60.0
+) -> tuple[dg.DagsterRun, bool, int]:
+    """Cancel a run: (the run as it ended, whether this call changed it, claims released).
+
+    Idempotent: a finished run is reported as it is and nothing changes. A queued run is removed
+    from the queue. A running one is terminated through its code server — the executor interrupts
+    in-flight steps, whose builds delete their own claims — or, when that server is gone, by
+    signalling its worker process on this machine. Claims its steps still hold afterwards (a
+    process killed without cleanup) are deleted, and the reason is recorded on the run. Canceled
+    runs are never resumed automatically (run retries only follow failures).
+    """
+    from airwave_dagster.durability.run_launcher import (
+        launched_locally,
+        process_alive,
+        worker_pid,
+    )
+    from resources.stores.claims import ChannelClaims
+    from resources.stores.engine import engine_for
+
+    run = instance.get_run_by_id(run_id)
+    if run is None:
+        raise LaunchRefused(f"no run {run_id}")
+    if run.is_finished:
+        return run, False, 0
+    instance.add_run_tags(run_id, {CANCEL_REASON_TAG: reason[:500]})
+    instance.report_engine_event(f"Cancel requested: {reason}", run)
+    terminated = False
+    if run.status.value in ("QUEUED", "NOT_STARTED"):
+        instance.report_run_canceled(run, message=f"Canceled before it started: {reason}")
+        terminated = True
+    else:
+        try:
+            terminated = bool(instance.run_launcher.terminate(run_id))
+        except Exception:  # its code server may be gone; fall back to the worker process
+            terminated = False
+        if not terminated:
+            pid = worker_pid(instance, run_id)
+            if pid is not None and launched_locally(run) and process_alive(pid):
+                os.kill(pid, 15)
+                terminated = True
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        current = instance.get_run_by_id(run_id)
+        if current is not None and current.is_finished:
+            break
+        time.sleep(0.5)
+    current = instance.get_run_by_id(run_id)
+    if current is not None and not current.is_finished:
+        # The worker could not be reached or did not stop in time: record the cancel so the run
+        # does not stay in progress forever.
+        instance.report_run_canceled(current, message=f"Canceled: {reason}")
+    released = ChannelClaims(engine_for(os.environ[DATABASE_URL_ENV])).release_run({run_id})
+    final = instance.get_run_by_id(run_id)
+    assert final is not None
+    return final, True, released
+
+
+def start_idempotent(
+    instance: dg.DagsterInstance,
+    context: BaseWorkspaceRequestContext,
+    *,
+    key: str,
+    job_name: str,
+    run_config: Mapping[str, object],
+    tags: Mapping[str, str],
+    force: bool = False,
+) -> tuple[dg.DagsterRun, bool]:
+    """Start a run unless one exists for `key`: (the run, whether it was created now).
+
+    An advisory lock on the key serialises concurrent starts, so two simultaneous starts with
+    one key create exactly one run. Runs the upload sensor started for the same key (tagged with
+    it) count too. `force` starts another run and makes it the key's run.
+    """
+    import sqlalchemy as sa
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+    from resources import tables as t
+    from resources.stores.engine import engine_for
+
+    engine = engine_for(os.environ[DATABASE_URL_ENV])
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
+        )
+        if not force:
+            existing = _existing_run(instance, conn, key)
+            if existing is not None:
+                return existing, False
+        run = create_run(
+            instance, context, job_name, run_config, {**tags, IDEMPOTENCY_TAG: key[:200]}
+        )
+        stmt = pg_insert(t.run_start).values(
+            idempotency_key=key, job_name=job_name, run_id=run.run_id
+        )
+        conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["idempotency_key"],
+                set_={"run_id": run.run_id, "job_name": job_name, "created_at": sa.func.now()},
+            )
+        )
+    return launch(instance, context, run), True
+
+
+def _existing_run(instance: dg.DagsterInstance, conn: Any, key: str) -> dg.DagsterRun | None:
+    import sqlalchemy as sa
+
+    from resources import tables as t
+
+    run_id = conn.execute(
+        sa.select(t.run_start.c.run_id).where(t.run_start.c.idempotency_key == key)
+    ).scalar_one_or_none()
+    if run_id is not None:
+        run = instance.get_run_by_id(run_id)
+        if run is not None:
+            return run
+    tagged = instance.get_runs(filters=dg.RunsFilter(tags={IDEMPOTENCY_TAG: key[:200]}), limit=1)
+    return tagged[0] if tagged else None
+
+
+WILL_RETRY_TAG = "dagster/will_retry"
+_RETRY_DECISION_SECONDS = 60.0
+
+
+def follow(
+    instance: dg.DagsterInstance, run_id: str, *, poll_seconds: float = 0.5
+) -> dg.DagsterRun:
+    """Wait for `run_id` and for any automatic resume of it; return the run that ended the tree.
+
+    A run that failed because its worker died is resumed by the daemon (run retries); the
+    failure is only final when the daemon decided not to retry it, or no daemon is running.
+    """
+    current = wait_for_run(instance, run_id, poll_seconds=poll_seconds)
+    undecided_since = time.monotonic()
+    while current.status.value == "FAILURE":
+        child = next(
+            (r for r in run_tree(instance, current.run_id) if r.parent_run_id == current.run_id),
+            None,
+        )
+        if child is not None:
+            current = wait_for_run(instance, child.run_id, poll_seconds=poll_seconds)
+            continue
+        decision = current.tags.get(WILL_RETRY_TAG)
+        if decision == "false" or not daemon_running(instance):
+            break
+        if decision is None and time.monotonic() - undecided_since > _RETRY_DECISION_SECONDS:
+            break
+        time.sleep(poll_seconds)  # the daemon has not decided yet, or is creating the retry
+        refreshed = instance.get_run_by_id(current.run_id)
+        current = refreshed if refreshed is not None else current
+    return current

@@ -1,0 +1,259 @@
+"""`airwave runs …`: list, inspect, resume, re-execute and cancel runs of the UI's instance.
+
+Runs created here go through the same workspace and run queue as the UI, so they are visible and
+re-executable there, and the UI's own "re-execute from failure" is the same complete resume
+(`airwave_dagster.durability`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+from rich.table import Table
+
+from airwave_dagster.cli import environment
+from airwave_dagster.run_tags import CANCEL_REASON_TAG, IMPORT_LINEUP_JOB, LINEUP_TAG
+
+
+def _console() -> tuple[Any, Any]:
+    from airwave_dagster.cli import stderr, stdout
+
+    return stdout, stderr
+
+
+def _instance() -> Any:
+    import dagster as dg
+
+    environment.prepare()
+    return dg.DagsterInstance.get()
+
+
+def _fail(message: str) -> None:
+    _, stderr = _console()
+    stderr.print(f"[bold red]error:[/] {message}", highlight=False)
+    sys.exit(1)
+
+
+def step_states(instance: Any, run_id: str) -> dict[str, list[str]]:
+    """Each step key of the run (mapped steps resolved) under its latest state."""
+    import dagster as dg
+
+    kinds = {
+        dg.DagsterEventType.STEP_START: "IN_PROGRESS",
+        dg.DagsterEventType.STEP_SUCCESS: "SUCCESS",
+        dg.DagsterEventType.STEP_FAILURE: "FAILURE",
+        dg.DagsterEventType.STEP_SKIPPED: "SKIPPED",
+        dg.DagsterEventType.STEP_UP_FOR_RETRY: "UP_FOR_RETRY",
+    }
+    latest: dict[str, str] = {}
+    for record in instance.all_logs(run_id, of_type=set(kinds)):
+        event = record.dagster_event
+        if event is not None and event.step_key:
+            latest[event.step_key] = kinds[event.event_type]
+    states: dict[str, list[str]] = {}
+    for key, state in latest.items():
+        states.setdefault(state, []).append(key)
+    return {state: sorted(keys) for state, keys in sorted(states.items())}
+
+
+def _finish(instance: Any, run: Any, *, wait: bool, as_json: bool, verb: str) -> None:
+    from airwave_dagster.cli import launcher
+    from airwave_dagster.reports import stored_report
+
+    stdout, stderr = _console()
+    if not wait:
+        if as_json:
+            print(json.dumps({"run_id": run.run_id, "status": run.status.value}))
+        else:
+            stdout.print(f"{verb} run {run.run_id}", highlight=False)
+        return
+    stderr.print(f"{verb} run {run.run_id}; waiting for it to finish", highlight=False)
+    final = launcher.follow(instance, run.run_id)
+    report = stored_report(instance, final.run_id)
+    if as_json:
+        print(json.dumps({"run_id": final.run_id, "status": final.status.value, "report": report}))
+    else:
+        for message in launcher.failure_messages(instance, final.run_id):
+            stderr.print(message, highlight=False, markup=False)
+        stdout.print(f"run {final.run_id}: {final.status.value}", highlight=False)
+    if final.status.value != "SUCCESS":
+        sys.exit(1)
+
+
+@click.group("runs")
+def runs_group() -> None:
+    """Inspect, resume, re-execute and cancel runs of the instance the UI uses."""
+
+
+@runs_group.command("list")
+@click.option("--limit", default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def runs_list(limit: int, as_json: bool) -> None:
+    """The most recent runs."""
+    instance = _instance()
+    rows = []
+    for run in instance.get_runs(limit=limit):
+        record = instance.get_run_record_by_id(run.run_id)
+        started = (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.start_time))
+            if record and record.start_time
+            else ""
+        )
+        rows.append(
+            {
+                "run_id": run.run_id,
+                "job": run.job_name,
+                "status": run.status.value,
+                "started": started,
+                "lineup": run.tags.get(LINEUP_TAG, ""),
+                "parent": run.parent_run_id or "",
+            }
+        )
+    if as_json:
+        print(json.dumps(rows))
+        return
+    table = Table()
+    table.add_column("run id", no_wrap=True, min_width=36)  # ids are what users copy: never cut
+    for column in ("job", "status", "started", "lineup", "parent"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(str(value) for value in row.values()))
+    _console()[0].print(table)
+
+
+@runs_group.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def runs_show(run_id: str, as_json: bool) -> None:
+    """Status, steps by state, failures and the report of one run."""
+    from airwave_dagster.cli import launcher
+    from airwave_dagster.reports import stored_report
+
+    instance = _instance()
+    run = instance.get_run_by_id(run_id)
+    if run is None:
+        _fail(f"no run {run_id}")
+    steps = step_states(instance, run_id)
+    failures = launcher.failure_messages(instance, run_id)
+    report = stored_report(instance, run_id)
+    tree = [
+        {"run_id": r.run_id, "status": r.status.value, "parent": r.parent_run_id}
+        for r in launcher.run_tree(instance, run_id)
+    ]
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "run_id": run_id,
+                    "job": run.job_name,
+                    "status": run.status.value,
+                    "parent_run_id": run.parent_run_id,
+                    "cancel_reason": run.tags.get(CANCEL_REASON_TAG),
+                    "steps": steps,
+                    "failures": failures,
+                    "tree": tree,
+                    "report": report,
+                }
+            )
+        )
+        return
+    stdout, stderr = _console()
+    stdout.print(f"run {run_id} ({run.job_name}): {run.status.value}", highlight=False)
+    if run.tags.get(CANCEL_REASON_TAG):
+        stdout.print(f"  cancel reason: {run.tags[CANCEL_REASON_TAG]}", highlight=False)
+    for state, keys in steps.items():
+        shown = ", ".join(keys[:10]) + (f", … ({len(keys) - 10} more)" if len(keys) > 10 else "")
+        stdout.print(f"  {state}: {len(keys)}  {shown}", highlight=False)
+    if len(tree) > 1:
+        stdout.print("  run tree:", highlight=False)
+        for entry in tree:
+            stdout.print(f"    {entry['run_id']} {entry['status']}", highlight=False)
+    for message in failures:
+        stderr.print(message, highlight=False, markup=False)
+    if report is not None and run.job_name == IMPORT_LINEUP_JOB:
+        from airwave_dagster.cli import _print_report
+
+        _print_report(report)
+    elif report is not None:
+        stdout.print_json(json.dumps(report))
+
+
+@runs_group.command("resume")
+@click.argument("run_id")
+@click.option("--wait", is_flag=True, help="Wait for the resumed run and print its outcome.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def runs_resume(run_id: str, wait: bool, as_json: bool) -> None:
+    """Re-execute exactly what a failed or canceled run left undone.
+
+    Failed steps, started-but-unfinished steps and mapped steps that never started, plus
+    everything downstream; every completed step's stored output is replayed, not recomputed.
+    """
+    from airwave_dagster.cli import launcher
+
+    instance = _instance()
+    with launcher.workspace(instance) as context:
+        try:
+            run = launcher.resume(instance, context, run_id)
+        except launcher.LaunchRefused as error:
+            _fail(str(error))
+        _finish(instance, run, wait=wait, as_json=as_json, verb="resumed as")
+
+
+@runs_group.command("reexecute")
+@click.argument("run_id")
+@click.option("--all", "all_steps", is_flag=True, required=True, help="Every step (required).")
+@click.option("--wait", is_flag=True, help="Wait for the new run and print its outcome.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def runs_reexecute(run_id: str, all_steps: bool, wait: bool, as_json: bool) -> None:
+    """Run every step of a finished run's job again, with its config (nothing is replayed)."""
+    from airwave_dagster.cli import launcher
+
+    instance = _instance()
+    with launcher.workspace(instance) as context:
+        try:
+            run = launcher.reexecute_all(instance, context, run_id)
+        except launcher.LaunchRefused as error:
+            _fail(str(error))
+        _finish(instance, run, wait=wait, as_json=as_json, verb="re-executed as")
+
+
+@runs_group.command("cancel")
+@click.argument("run_id")
+@click.option("--reason", default="canceled from the airwave CLI", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def runs_cancel(run_id: str, reason: str, as_json: bool) -> None:
+    """Stop a run: in-flight builds stop and their claims are deleted; it is not resumed.
+
+    Idempotent: a finished run is reported as it is and nothing changes.
+    """
+    from airwave_dagster.cli import launcher
+
+    instance = _instance()
+    try:
+        run, changed, released = launcher.cancel(instance, run_id, reason)
+    except launcher.LaunchRefused as error:
+        _fail(str(error))
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "run_id": run_id,
+                    "status": run.status.value,
+                    "changed": changed,
+                    "claims_released": released,
+                }
+            )
+        )
+        return
+    stdout, _ = _console()
+    if changed:
+        stdout.print(
+            f"run {run_id}: {run.status.value} ({released} leftover claim(s) deleted)",
+            highlight=False,
+        )
+    else:
+        stdout.print(f"run {run_id} already finished: {run.status.value}", highlight=False)

@@ -1,0 +1,154 @@
+"""Request checks that catch agent-loop bugs the way the real API would (400, no entry consumed)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from airwave_dagster.emulators.anthropic.usage import MAX_BREAKPOINTS, count_breakpoints
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class InvalidRequest(ValueError):
+    """A request the real API would refuse with 400 `invalid_request_error`."""
+
+
+def check_request(body: object, *, needs_max_tokens: bool = True) -> dict[str, Any]:
+    """Return the body when it is a well-formed Messages request, else raise `InvalidRequest`.
+
+    Args:
+        body: The parsed JSON body.
+        needs_max_tokens: False for `count_tokens`, which takes no `max_tokens`.
+    """
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    required = ["model", "messages"] + (["max_tokens"] if needs_max_tokens else [])
+    for name in required:
+        if name not in body:
+            raise InvalidRequest(f"{name}: Field required")
+    if not isinstance(body["model"], str) or not body["model"]:
+        raise InvalidRequest("model: must be a non-empty string")
+    if needs_max_tokens:
+        max_tokens = body["max_tokens"]
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise InvalidRequest(f"max_tokens: must be an integer >= 1, got {max_tokens!r}")
+    _check_system(body.get("system"))
+    tool_names = _check_tools(body.get("tools"))
+    _check_tool_choice(body.get("tool_choice"), tool_names)
+    _check_messages(body["messages"])
+    found = count_breakpoints(body)
+    if found > MAX_BREAKPOINTS:
+        raise InvalidRequest(
+            f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+            f"Found {found}."
+        )
+    return body
+
+
+def _check_system(system: object) -> None:
+    if system is None or isinstance(system, str):
+        return
+    if not isinstance(system, list):
+        raise InvalidRequest("system: must be a string or a list of text blocks")
+    for index, block in enumerate(system):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            raise InvalidRequest(f"system.{index}: must be a text block")
+
+
+def _check_tools(tools: object) -> set[str]:
+    if tools is None:
+        return set()
+    if not isinstance(tools, list):
+        raise InvalidRequest("tools: must be a list")
+    names: set[str] = set()
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise InvalidRequest(f"tools.{index}: must be an object")
+        name = tool.get("name")
+        if not isinstance(name, str) or not TOOL_NAME.match(name):
+            raise InvalidRequest(
+                f"tools.{index}.name: String should match pattern '{TOOL_NAME.pattern}'"
+            )
+        if name in names:
+            raise InvalidRequest(f"tools: Tool names must be unique ({name!r} repeats)")
+        names.add(name)
+    return names
+
+
+def _check_tool_choice(choice: object, tool_names: set[str]) -> None:
+    if choice is None:
+        return
+    if not isinstance(choice, dict):
+        raise InvalidRequest("tool_choice: must be an object")
+    if choice.get("type") == "tool" and choice.get("name") not in tool_names:
+        raise InvalidRequest(f"tool_choice.name: tool {choice.get('name')!r} not found in tools")
+
+
+def _blocks(message: dict[str, Any], block_type: str) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [block for block in content if block.get("type") == block_type]
+
+
+def _check_messages(messages: object) -> None:
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("messages: must be a non-empty list")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise InvalidRequest(f"messages.{index}: must be an object")
+        if message.get("role") not in ("user", "assistant"):
+            raise InvalidRequest(
+                f"messages.{index}.role: must be 'user' or 'assistant', got {message.get('role')!r}"
+            )
+        content = message.get("content")
+        if isinstance(content, list):
+            for position, block in enumerate(content):
+                if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                    raise InvalidRequest(
+                        f"messages.{index}.content.{position}: must be a block with a type"
+                    )
+        elif not isinstance(content, str):
+            raise InvalidRequest(f"messages.{index}.content: must be a string or a list of blocks")
+    if messages[0]["role"] != "user":
+        raise InvalidRequest('messages.0.role: the first message must use the "user" role')
+    for index, message in enumerate(messages):
+        if message["role"] == "assistant":
+            _check_answered(messages, index)
+        else:
+            _check_results(messages, index)
+
+
+def _check_answered(messages: list[dict[str, Any]], index: int) -> None:
+    asked = [block.get("id") for block in _blocks(messages[index], "tool_use")]
+    if not asked:
+        return
+    following = messages[index + 1] if index + 1 < len(messages) else None
+    answered = set()
+    if following is not None and following["role"] == "user":
+        answered = {block.get("tool_use_id") for block in _blocks(following, "tool_result")}
+    missing = [tool_id for tool_id in asked if tool_id not in answered]
+    if missing:
+        raise InvalidRequest(
+            f"messages.{index + 1}: `tool_use` ids were found without `tool_result` blocks "
+            f"immediately after: {', '.join(map(str, missing))}. Each `tool_use` block must have "
+            "a corresponding `tool_result` block in the next message."
+        )
+
+
+def _check_results(messages: list[dict[str, Any]], index: int) -> None:
+    results = _blocks(messages[index], "tool_result")
+    if not results:
+        return
+    previous = messages[index - 1] if index > 0 else None
+    offered = set()
+    if previous is not None and previous["role"] == "assistant":
+        offered = {block.get("id") for block in _blocks(previous, "tool_use")}
+    for block in results:
+        if block.get("tool_use_id") not in offered:
+            raise InvalidRequest(
+                f"messages.{index}.content: unexpected `tool_use_id` found in `tool_result` "
+                f"blocks: {block.get('tool_use_id')}. Each `tool_result` block must have a "
+                "corresponding `tool_use` block in the previous message."
+            )

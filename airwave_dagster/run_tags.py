@@ -1,0 +1,69 @@
+"""Names more than one module must agree on: run tags, job, op and asset names, idempotency keys.
+
+Each string here has exactly one owner. The CLI, the sensors, the ops and the Dagster instance
+plug-ins import it from this module instead of spelling it again, so a rename cannot leave one
+of them behind. Nothing here imports anything of the project: every layer may depend on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+JOB_TAG = "airwave/job"
+"""The job a run belongs to, as the project names it (set on every job of this code location)."""
+REPORT_OP_TAG = "airwave/report_op"
+"""The op whose stored output is the run's report (see `resources.io_manager.stored_report`)."""
+CODE_VERSION_TAG = "airwave/code_version"
+"""Op tag carrying the op's code version; Dagster keeps op tags in the run's job snapshot."""
+IDEMPOTENCY_TAG = "airwave/idempotency_key"
+"""Starts with the same key return the existing run instead of creating another."""
+CANCEL_REASON_TAG = "airwave/cancel_reason"
+RESUMED_FROM_TAG = "airwave/resumed_from"
+ADDED_STEPS_TAG = "airwave/resume_added_steps"
+LINEUP_TAG = "airwave/lineup"
+"""The lineup file's name, shown by `airwave runs list` and the UI."""
+DRY_RUN_TAG = "airwave/dry_run"
+LINEUP_SHA256_TAG = "airwave/lineup_sha256"
+PROVIDER_TAG = "airwave/provider"
+LIMIT_TAG = "airwave/limit"
+
+IMPORT_LINEUP_JOB = "import_lineup"
+AI_LINEUP_JOB = "ai_lineup"
+PLAN_IMPORT_OP = "plan_import_lineup"
+"""The import's first op: run config for an import (CLI, sensor) is addressed to it."""
+SUMMARIZE_IMPORT_OP = "summarize_import"
+REPORT_LINEUP_OP = "report_lineup"
+ANALYZE_LIBRARY_OP = "analyze_library"
+"""The AI lineup's first op: its run config carries the whole run's settings."""
+
+PLEX_LIBRARY_ASSET = "plex_library"
+LIBRARY_PROFILE_ASSET = "library_profile"
+AI_LINEUP_ASSET = "ai_lineup"
+
+
+def import_key(
+    content: bytes, *, dry_run: bool = False, select: Iterable[int] | None = None
+) -> str:
+    """The default idempotency key of an import: its content and what it was asked to do.
+
+    The CLI and the upload sensor both use it, so dropping a file into the inbox and running
+    `airwave import` on the same file find the same run.
+
+    Args:
+        content: The lineup file's bytes.
+        dry_run: Whether the import writes nothing.
+        select: The file channel numbers asked for; None means every channel.
+
+    Returns:
+        `import_lineup:<sha256>:<write|dry-run>:<numbers|all>`.
+    """
+    return import_key_of_digest(hashlib.sha256(content).hexdigest(), dry_run=dry_run, select=select)
+
+
+def import_key_of_digest(
+    digest: str, *, dry_run: bool = False, select: Iterable[int] | None = None
+) -> str:
+    """`import_key` for content whose SHA-256 hex digest is already known."""
+    selection = ",".join(map(str, sorted(select))) if select is not None else "all"
+    return f"{IMPORT_LINEUP_JOB}:{digest}:{'dry-run' if dry_run else 'write'}:{selection}"

@@ -1,0 +1,145 @@
+"""Every setting the `airwave` commands, the bootstrap and the composition root read, in one class.
+
+Values come from the environment, then from an optional dotenv file (`.env` in the working
+directory, or the file `AIRWAVE_ENV_FILE` names); the environment wins. A wrong value fails at
+start with the variable's name (`Settings.load`). This is the only module that reads the process
+environment; Dagster resources still receive secrets as `dg.EnvVar` in `definitions.py`, so a
+secret never enters run config.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DATABASE_URL_ENV = "AIRWAVE_DATABASE_URL"
+DAGSTER_PG_URL_ENV = "AIRWAVE_DAGSTER_PG_URL"
+HOME_ENV = "AIRWAVE_HOME"
+INBOX_ENV = "AIRWAVE_INBOX"
+PLEX_URL_ENV = "PLEX_URL"
+PLEX_TOKEN_ENV = "PLEX_TOKEN"
+CLAIM_STALE_ENV = "AIRWAVE_CLAIM_STALE_SECONDS"
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+ENV_FILE_ENV = "AIRWAVE_ENV_FILE"
+DAGSTER_HOME_ENV = "DAGSTER_HOME"
+
+CHECKOUT_ROOT = Path(__file__).resolve().parents[1]
+"""Where a checkout keeps `pyproject.toml`; an installed wheel has none there."""
+
+
+class SettingsError(ValueError):
+    """A setting has a value that cannot be used; the message names the variable."""
+
+
+class Settings(BaseSettings):
+    """The project's settings (environment variables, then the dotenv file)."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        populate_by_name=True,
+        frozen=True,
+    )
+
+    home: Path | None = Field(
+        default=None,
+        validation_alias=HOME_ENV,
+        description=(
+            "Local state: private Postgres, DAGSTER_HOME, emulator state, logs, the inbox. "
+            "Default: `.airwave/` of the checkout, else the user data directory."
+        ),
+    )
+    database_url: str | None = Field(
+        default=None,
+        validation_alias=DATABASE_URL_ENV,
+        repr=False,
+        description="The project database; unset starts a private PostgreSQL under the home.",
+    )
+    dagster_pg_url: str | None = Field(
+        default=None,
+        validation_alias=DAGSTER_PG_URL_ENV,
+        repr=False,
+        description="Dagster's storage; unset means the project database, schema `dagster`.",
+    )
+    dagster_home: Path | None = Field(
+        default=None,
+        validation_alias=DAGSTER_HOME_ENV,
+        description="Dagster's instance directory; unset means `<home>/dagster_home`.",
+    )
+    plex_url: str | None = Field(
+        default=None,
+        validation_alias=PLEX_URL_ENV,
+        description="The Plex server; unset starts the bundled emulator with a demo library.",
+    )
+    plex_token: SecretStr | None = Field(
+        default=None, validation_alias=PLEX_TOKEN_ENV, description="The Plex token."
+    )
+    inbox: Path | None = Field(
+        default=None,
+        validation_alias=INBOX_ENV,
+        description="Folder the upload sensor watches; unset means `<home>/inbox`.",
+    )
+    claim_stale_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        validation_alias=CLAIM_STALE_ENV,
+        description="A channel claim without a heartbeat for this long may be taken over.",
+    )
+    anthropic_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=API_KEY_ENV,
+        description="Key of the anthropic provider; unset means the offline provider.",
+    )
+    anthropic_base_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
+        description="Messages API address (the local stub in tests); unset means Anthropic's.",
+    )
+    executor: Literal["multiprocess", "celery"] = Field(
+        default="multiprocess",
+        validation_alias="AIRWAVE_EXECUTOR",
+        description="How the fan-out jobs run their steps.",
+    )
+    celery_broker_url: str | None = Field(
+        default=None,
+        validation_alias="AIRWAVE_CELERY_BROKER_URL",
+        repr=False,
+        description="The celery broker when AIRWAVE_EXECUTOR=celery (redis:// or pyamqp://).",
+    )
+
+    @classmethod
+    def load(cls) -> Settings:
+        """Read and validate the settings, or raise `SettingsError` naming each bad variable."""
+        env_file = os.environ.get(ENV_FILE_ENV) or ".env"
+        try:
+            return cls(_env_file=env_file)
+        except ValidationError as error:
+            problems = []
+            for item in error.errors():
+                name = str(item["loc"][0]) if item["loc"] else "?"
+                field = cls.model_fields.get(name)
+                alias = field.validation_alias if field is not None else None
+                variable = alias if isinstance(alias, str) else name
+                problems.append(f"{variable}: {item['msg']}")
+            raise SettingsError("invalid settings: " + "; ".join(problems)) from None
+
+    def resolved_home(self) -> Path:
+        """The home directory: `AIRWAVE_HOME`, a checkout's `.airwave/`, else the user data dir."""
+        if self.home is not None:
+            return self.home.expanduser().resolve()
+        if (CHECKOUT_ROOT / "pyproject.toml").is_file():
+            return CHECKOUT_ROOT / ".airwave"
+        from platformdirs import user_data_path
+
+        return user_data_path("airwave-dagster", appauthor=False)
+
+    def resolved_inbox(self) -> Path:
+        """The upload sensor's folder: `AIRWAVE_INBOX`, else `<home>/inbox`."""
+        if self.inbox is not None:
+            return self.inbox.expanduser().resolve()
+        return self.resolved_home() / "inbox"

@@ -1,0 +1,1 @@
+"""The `import_lineup` job: plan, packages, one build per channel, summary."""

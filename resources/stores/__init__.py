@@ -1,0 +1,48 @@
+"""The repositories over the project database, handed out together by `open_stores`.
+
+Nothing outside this package builds a store from an engine: the Dagster resource
+(`DatabaseResource.stores()`) and the CLI (`open_stores(url)`) both get the same set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from resources.stores.ai import AiStore
+from resources.stores.channels import AirwaveStore
+from resources.stores.claims import DEFAULT_STALE_SECONDS, ChannelClaims
+from resources.stores.engine import engine_for
+from resources.stores.maintenance import MaintenanceStore
+from resources.stores.runs import RunStarts
+
+
+@dataclass(frozen=True)
+class Stores:
+    """Every repository over one database, sharing the process's pooled engine."""
+
+    channels: AirwaveStore
+    claims: ChannelClaims
+    ai: AiStore
+    maintenance: MaintenanceStore
+    runs: RunStarts
+
+
+def open_stores(url: str, *, claim_stale_after: timedelta | None = None) -> Stores:
+    """The repositories over the database at `url`.
+
+    Args:
+        url: SQLAlchemy URL of the project database.
+        claim_stale_after: How long a channel claim without a heartbeat stays its holder's.
+    """
+    engine = engine_for(url)
+    channels = AirwaveStore(engine)
+    return Stores(
+        channels=channels,
+        claims=ChannelClaims(
+            engine, stale_after=claim_stale_after or timedelta(seconds=DEFAULT_STALE_SECONDS)
+        ),
+        ai=AiStore(engine),
+        maintenance=MaintenanceStore(channels),
+        runs=RunStarts(engine),
+    )

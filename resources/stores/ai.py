@@ -1,0 +1,482 @@
+"""Storage of the AI lineup builder: trace rows, the budget ledger, the profile, the AI lineup rows.
+
+Everything here is shared by the step processes of an `ai_lineup` run through Postgres: the spend
+ledger in particular is one row updated atomically (`UPDATE … SET spent = spent + x RETURNING`), so
+six concurrent builds in six processes see one running total without a lock of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import dagster as dg
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Connection, Engine
+
+from airwave_dagster.domain.ai.usage import Usage
+from airwave_dagster.domain.library import MediaItem
+from resources import tables as t
+from resources.stores.rows import cap_json, new_id
+
+TRACE_TEXT_LIMIT = 20_000
+"""Longest reason/error text kept on a trace row (the JSON columns are capped by `cap_json`)."""
+
+
+@dataclass(frozen=True)
+class LedgerState:
+    """The budget ledger of one lineup (the root run and every re-execution of it)."""
+
+    ledger_id: str
+    budget_usd: float | None
+    spent_usd: float
+    calls: int
+
+    @property
+    def exhausted(self) -> bool:
+        """True once the spend reached the budget (never without a budget)."""
+        return self.budget_usd is not None and self.spent_usd >= self.budget_usd
+
+
+@dataclass(frozen=True)
+class WipeCounts:
+    """What the wipe of a source's previous AI lineup deletes (or would delete)."""
+
+    channels: int
+    packages: int
+    schedule_items: int
+
+    @property
+    def anything(self) -> bool:
+        """Whether a previous AI lineup of the source exists."""
+        return self.channels > 0
+
+
+@dataclass(frozen=True)
+class PackageRow:
+    """A package as the builder sees it."""
+
+    id: str
+    key: str
+    name: str
+    description: str | None
+    generated: bool
+    ai_generated: bool
+    channel_count: int
+
+
+@dataclass(frozen=True)
+class NewPackage:
+    """An AI package to create (its key already made unique by the caller)."""
+
+    plan_key: str
+    key: str
+    name: str
+    description: str | None
+    icon: str | None
+    tint: str
+
+
+def _money(value: Decimal | float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+class AiStore:
+    """Repository of the AI lineup tables (and the AI rows of the channel tables)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # -- trace ----------------------------------------------------------------------------------
+
+    def record_trace(self, **fields: Any) -> None:
+        """Append one `ai_lineup_trace` row. Best effort: a failure here never fails the step.
+
+        JSON payloads (`input`, `output`, `trace`) are normalised and capped at 200,000
+        characters (`{truncated, chars, preview}` beyond that).
+        """
+        for key in ("input", "output", "trace"):
+            if fields.get(key) is not None:
+                fields[key] = cap_json(fields[key])
+        for key in ("reason", "error"):
+            if isinstance(fields.get(key), str):
+                fields[key] = fields[key][:TRACE_TEXT_LIMIT]
+        fields.setdefault("finished_at", datetime.now(UTC))
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(t.ai_lineup_trace.insert().values(**fields))
+        except Exception:
+            # Any failure (a bad value, a lost connection) is logged, never raised: the trace
+            # documents the step, it must not decide its outcome.
+            dg.get_dagster_logger().warning(
+                "could not record an AI lineup trace row", exc_info=True
+            )
+
+    def traces(self, run_ids: str | Sequence[str]) -> list[dict[str, Any]]:
+        """Trace rows of one run (or several: a run and its re-executions), oldest first."""
+        ids = [run_ids] if isinstance(run_ids, str) else list(run_ids)
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(t.ai_lineup_trace)
+                .where(t.ai_lineup_trace.c.run_id.in_(ids))
+                .order_by(t.ai_lineup_trace.c.id)
+            )
+            return [dict(row._mapping) for row in rows]
+
+    # -- budget ledger --------------------------------------------------------------------------
+
+    def open_ledger(self, ledger_id: str, budget_usd: float | None) -> LedgerState:
+        """Create the ledger of a lineup once; a re-execution finds and keeps the original."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                pg_insert(t.ai_budget)
+                .values(ledger_id=ledger_id, budget_usd=budget_usd)
+                .on_conflict_do_nothing(index_elements=["ledger_id"])
+            )
+        return self.ledger(ledger_id)
+
+    def ledger(self, ledger_id: str) -> LedgerState:
+        """The ledger's current state (an unknown ledger reads as empty and unbounded)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(t.ai_budget).where(t.ai_budget.c.ledger_id == ledger_id)
+            ).one_or_none()
+        if row is None:
+            return LedgerState(ledger_id=ledger_id, budget_usd=None, spent_usd=0.0, calls=0)
+        return LedgerState(
+            ledger_id=ledger_id,
+            budget_usd=_money(row.budget_usd),
+            spent_usd=_money(row.spent_usd) or 0.0,
+            calls=row.calls,
+        )
+
+    def charge(
+        self,
+        ledger_id: str,
+        *,
+        run_id: str,
+        step_key: str | None,
+        attempt: int,
+        phase: str,
+        model: str,
+        usage: Usage,
+        cost_usd: float | None,
+    ) -> LedgerState:
+        """Record one model call's usage and add its cost to the ledger, atomically.
+
+        The spend row and the running total change in one transaction; the total is one
+        `UPDATE … RETURNING`, so concurrent step processes never lose an increment. An unpriced
+        call (cost None) is recorded with its tokens and adds nothing to the total.
+        """
+        with self.engine.begin() as conn:
+            conn.execute(
+                t.ai_spend.insert().values(
+                    ledger_id=ledger_id,
+                    run_id=run_id,
+                    step_key=step_key,
+                    attempt=attempt,
+                    phase=phase,
+                    model=model,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cache_read_tokens=usage.cache_read_tokens,
+                    cache_write_tokens=usage.cache_write_tokens,
+                    cost_usd=cost_usd,
+                )
+            )
+            conn.execute(
+                pg_insert(t.ai_budget)
+                .values(ledger_id=ledger_id, budget_usd=None)
+                .on_conflict_do_nothing(index_elements=["ledger_id"])
+            )
+            row = conn.execute(
+                t.ai_budget.update()
+                .where(t.ai_budget.c.ledger_id == ledger_id)
+                .values(
+                    spent_usd=t.ai_budget.c.spent_usd + Decimal(str(cost_usd or 0.0)),
+                    calls=t.ai_budget.c.calls + 1,
+                    updated_at=sa.func.now(),
+                )
+                .returning(t.ai_budget.c.budget_usd, t.ai_budget.c.spent_usd, t.ai_budget.c.calls)
+            ).one()
+        return LedgerState(
+            ledger_id=ledger_id,
+            budget_usd=_money(row.budget_usd),
+            spent_usd=_money(row.spent_usd) or 0.0,
+            calls=row.calls,
+        )
+
+    def spend_rows(self, ledger_id: str) -> list[dict[str, Any]]:
+        """Every charged call of a ledger, oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(t.ai_spend)
+                .where(t.ai_spend.c.ledger_id == ledger_id)
+                .order_by(t.ai_spend.c.id)
+            )
+            return [dict(row._mapping) for row in rows]
+
+    # -- library profile ------------------------------------------------------------------------
+
+    def save_profile(
+        self, source_id: str, profile: Mapping[str, Any], sha256: str, run_id: str | None
+    ) -> None:
+        """Store the source's latest library profile (the `library_profile` asset's value)."""
+        stmt = pg_insert(t.library_profile).values(
+            media_source_id=source_id, profile=dict(profile), sha256=sha256, run_id=run_id
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["media_source_id"],
+            set_={
+                "profile": stmt.excluded.profile,
+                "sha256": stmt.excluded.sha256,
+                "run_id": stmt.excluded.run_id,
+                "computed_at": sa.func.now(),
+            },
+        )
+        with self.engine.begin() as conn:
+            conn.execute(stmt)
+
+    def load_profile(self, source_id: str) -> tuple[dict[str, Any], str] | None:
+        """The stored profile of a source and its sha256, if the asset was ever materialised."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(t.library_profile.c.profile, t.library_profile.c.sha256).where(
+                    t.library_profile.c.media_source_id == source_id
+                )
+            ).one_or_none()
+        return None if row is None else (dict(row.profile), row.sha256)
+
+    def has_media_items(self, source_id: str) -> bool:
+        """Whether the source has any available item row (a snapshot may exist)."""
+        m = t.media_item.c
+        with self.engine.connect() as conn:
+            return bool(
+                conn.execute(
+                    sa.select(
+                        sa.exists().where(m.media_source_id == source_id, m.available.is_(True))
+                    )
+                ).scalar_one()
+            )
+
+    def media_item_rows(self, source_id: str) -> list[dict[str, Any]]:
+        """Every available media item row of a source (type, title, duration, guide JSON…)."""
+        m = t.media_item.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(
+                    m.rating_key,
+                    m.type,
+                    m.title,
+                    m.duration_ms,
+                    m.year,
+                    m.parent_rating_key,
+                    m.guide,
+                )
+                .where(m.media_source_id == source_id, m.available.is_(True))
+                .order_by(m.id)
+            )
+            return [dict(row._mapping) for row in rows]
+
+    # -- packages and the wipe ------------------------------------------------------------------
+
+    def packages(self) -> list[PackageRow]:
+        """Every package with its channel count, ordered by sort index then name."""
+        p = t.channel_package.c
+        counts = (
+            sa.select(t.channel.c.package_id, sa.func.count().label("n"))
+            .group_by(t.channel.c.package_id)
+            .subquery()
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(
+                    p.id,
+                    p.key,
+                    p.name,
+                    p.description,
+                    p.generated,
+                    p.ai_generated,
+                    sa.func.coalesce(counts.c.n, 0).label("n"),
+                )
+                .select_from(t.channel_package.outerjoin(counts, counts.c.package_id == p.id))
+                .order_by(p.sort_index, p.name)
+            ).all()
+        return [
+            PackageRow(
+                id=r.id,
+                key=r.key,
+                name=r.name,
+                description=r.description,
+                generated=r.generated,
+                ai_generated=r.ai_generated,
+                channel_count=r.n,
+            )
+            for r in rows
+        ]
+
+    def wipe_counts(self, source_id: str, conn: Connection | None = None) -> WipeCounts:
+        """What wiping the source's previous AI lineup deletes (read only)."""
+        if conn is None:
+            with self.engine.connect() as own:
+                return self.wipe_counts(source_id, own)
+        c = t.channel.c
+        ai_channels = sa.select(c.id).where(
+            c.ai_generated.is_(True), c.media_source_id == source_id
+        )
+        channels = conn.execute(
+            sa.select(sa.func.count()).select_from(ai_channels.subquery())
+        ).scalar_one()
+        items = conn.execute(
+            sa.select(sa.func.count())
+            .select_from(t.schedule_item)
+            .where(t.schedule_item.c.channel_id.in_(ai_channels))
+        ).scalar_one()
+        packages = len(self._doomed_packages(conn, source_id))
+        return WipeCounts(channels=channels, packages=packages, schedule_items=items)
+
+    def _doomed_packages(self, conn: Connection, source_id: str) -> list[str]:
+        """AI packages that hold no AI channel of another source (those stay with their lineup)."""
+        c = t.channel.c
+        p = t.channel_package.c
+        others = sa.select(c.package_id).where(
+            c.ai_generated.is_(True),
+            c.media_source_id != source_id,
+            c.package_id.is_not(None),
+        )
+        return list(
+            conn.execute(
+                sa.select(p.id).where(p.ai_generated.is_(True), p.id.not_in(others))
+            ).scalars()
+        )
+
+    def replace_ai_packages(
+        self,
+        source_id: str,
+        *,
+        reuse: Mapping[str, str],
+        create: Sequence[NewPackage],
+    ) -> tuple[WipeCounts, dict[str, str], list[str]]:
+        """Wipe the source's AI lineup and create the plan's packages, in ONE transaction.
+
+        Only rows with `ai_generated` set are deleted: this source's AI channels (their
+        definitions and schedules cascade), then AI packages no other source's AI lineup uses
+        (manual or preset channels filed into one are detached first, never deleted). Because it
+        is one transaction, a failed attempt leaves nothing behind and a retry converges.
+
+        Args:
+            source_id: The media source whose AI lineup is replaced.
+            reuse: Plan package key → existing package key (non-AI packages; looked up after the
+                wipe, a key that no longer exists gets a new package instead).
+            create: New packages; keys are re-checked against what exists after the wipe.
+
+        Returns:
+            (what was wiped, plan key → package id, plan keys of packages created).
+        """
+        c = t.channel.c
+        p = t.channel_package.c
+        ids: dict[str, str] = {}
+        created: list[str] = []
+        with self.engine.begin() as conn:
+            wiped = self.wipe_counts(source_id, conn)
+            doomed = self._doomed_packages(conn, source_id)
+            conn.execute(
+                t.channel.delete().where(c.ai_generated.is_(True), c.media_source_id == source_id)
+            )
+            if doomed:
+                conn.execute(
+                    t.channel.update().where(c.package_id.in_(doomed)).values(package_id=None)
+                )
+                conn.execute(t.channel_package.delete().where(p.id.in_(doomed)))
+            existing = dict(conn.execute(sa.select(p.key, p.id)).tuples().all())
+            taken = set(existing)
+            sort_index = conn.execute(
+                sa.select(sa.func.coalesce(sa.func.max(p.sort_index), 0))
+            ).scalar_one()
+            for plan_key, existing_key in reuse.items():
+                if existing_key in existing:
+                    ids[plan_key] = existing[existing_key]
+            for package in create:
+                if package.plan_key in ids:
+                    continue
+                key = package.key
+                suffix = 2
+                while key in taken:
+                    key = f"{package.key}-{suffix}"
+                    suffix += 1
+                taken.add(key)
+                sort_index += 1
+                package_id = new_id()
+                conn.execute(
+                    t.channel_package.insert().values(
+                        id=package_id,
+                        key=key,
+                        name=package.name,
+                        description=package.description,
+                        icon=package.icon,
+                        tint=package.tint,
+                        sort_index=sort_index,
+                        ai_generated=True,
+                    )
+                )
+                ids[package.plan_key] = package_id
+                created.append(package.plan_key)
+        return wiped, ids, created
+
+    def channel_numbers(self) -> dict[int, str | None]:
+        """Every channel number on the instance with its package id (live state)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(t.channel.c.number, t.channel.c.package_id))
+            return {row.number: row.package_id for row in rows}
+
+    def remove_empty_ai_packages(self, package_ids: Sequence[str]) -> list[str]:
+        """Delete the given AI packages that ended up with no channel; their keys."""
+        if not package_ids:
+            return []
+        p = t.channel_package.c
+        used = sa.select(t.channel.c.package_id).where(t.channel.c.package_id.is_not(None))
+        with self.engine.begin() as conn:
+            return list(
+                conn.execute(
+                    t.channel_package.delete()
+                    .where(
+                        p.id.in_(list(package_ids)),
+                        p.ai_generated.is_(True),
+                        p.id.not_in(used),
+                    )
+                    .returning(p.key)
+                ).scalars()
+            )
+
+    def channel_row(self, channel_id: str) -> dict[str, Any] | None:
+        """One channel row (tests, reports)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(t.channel).where(t.channel.c.id == channel_id)
+            ).one_or_none()
+        return None if row is None else dict(row._mapping)
+
+    def write_definition(self, conn: Connection, channel_id: str, plex_filter: object) -> None:
+        """Replace the channel's definitions by one PREDICATE holding the verified filter."""
+        conn.execute(
+            t.channel_definition.delete().where(t.channel_definition.c.channel_id == channel_id)
+        )
+        conn.execute(
+            t.channel_definition.insert().values(
+                id=new_id(),
+                channel_id=channel_id,
+                kind="PREDICATE",
+                mode="INCLUDE",
+                sort_index=0,
+                plex_filter=plex_filter,
+            )
+        )
+
+
+def media_items(store: AiStore, source_id: str) -> list[MediaItem]:
+    """The source's available snapshot items as domain items (the `guide` JSON of each row)."""
+    return [MediaItem.model_validate(row["guide"]) for row in store.media_item_rows(source_id)]

@@ -1,0 +1,79 @@
+"""`airwave lineup`: refusals at launch, and one real run through the workspace and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airwave_dagster.cli import environment
+from airwave_dagster.cli.ai_lineup import API_KEY_ENV, launch_refusal, lineup_run_config
+from resources import tables as t
+
+pytestmark = [pytest.mark.postgres, pytest.mark.plex]
+
+AIRWAVE = str(Path(sys.executable).parent / "airwave")
+
+
+@pytest.fixture
+def cli_env(store, plex_emulator, tmp_path: Path) -> dict[str, str]:
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    shutil.copyfile(environment.project_root() / "dagster.yaml", dagster_home / "dagster.yaml")
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(dagster_home),
+        "AIRWAVE_HOME": str(tmp_path / "home"),
+    }
+    env.pop(API_KEY_ENV, None)
+    return env
+
+
+def _airwave(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [AIRWAVE, *args], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_anthropic_without_a_key_is_refused_before_a_run_exists(cli_env, store) -> None:
+    done = _airwave(cli_env, "lineup", "--provider", "anthropic", "--wait")
+
+    assert done.returncode == 2
+    assert API_KEY_ENV in done.stderr and "--provider offline" in done.stderr
+    assert "started" not in done.stdout
+    assert store.counts()["channels"] == 0
+
+
+def test_an_unconfirmed_wipe_is_refused_at_launch(synced, store, monkeypatch) -> None:
+    monkeypatch.delenv(API_KEY_ENV, raising=False)
+    with store.engine.begin() as conn:
+        conn.execute(
+            t.channel.insert().values(
+                id="old-ai", number=1001, name="Old", media_source_id=synced, ai_generated=True
+            )
+        )
+
+    message = launch_refusal(provider="auto", confirm_wipe=False, limit=0)
+
+    assert message is not None and "1 AI channel(s)" in message and "--confirm-wipe" in message
+    assert launch_refusal(provider="auto", confirm_wipe=True, limit=0) is None
+    assert "--limit" in (launch_refusal(provider="offline", confirm_wipe=True, limit=-1) or "")
+
+
+def test_run_config_carries_options_never_secrets(monkeypatch) -> None:
+    monkeypatch.setenv(API_KEY_ENV, "sk-secret-value")
+
+    config = lineup_run_config(limit=3, budget_usd=0.5, confirm_wipe=True, provider="anthropic")
+
+    assert config["ops"]["analyze_library"]["config"] == {
+        "limit": 3,
+        "budget_usd": 0.5,
+        "confirm_wipe": True,
+        "provider": "anthropic",
+    }
+    assert "sk-secret-value" not in json.dumps(config)

@@ -1,0 +1,74 @@
+"""The upload sensor under the real daemon, and the run-worker health check."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.events import EngineEventData
+from dagster._core.launcher import WorkerStatus
+from dagster._core.storage.tags import GRPC_INFO_TAG
+
+from airwave_dagster.cli import launcher
+from airwave_dagster.durability.run_launcher import AirwaveRunLauncher
+from tests.support import lineups
+from tests.support.dagster_dev import Dev, wait_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.integration]
+
+
+@pytest.mark.plex
+@pytest.mark.slow
+def test_a_dropped_file_is_imported_by_the_daemon(fresh: Dev) -> None:
+    inbox = Path(fresh.env["AIRWAVE_INBOX"])
+    inbox.mkdir(parents=True, exist_ok=True)
+    staging = inbox / ".upload.part"
+    staging.write_text(json.dumps(lineups.genre_lineup(2, first_number=500)))
+    staging.rename(inbox / "dropped.json")  # how an uploader publishes a finished file
+
+    def the_run() -> dg.DagsterRun | None:
+        runs = fresh.instance.get_runs(
+            filters=dg.RunsFilter(tags={"airwave/lineup": "dropped.json"})
+        )
+        return runs[0] if runs else None
+
+    run = wait_for(the_run, 180, "the sensor to start a run", poll=1.0)
+    assert run.tags["dagster/sensor_name"] == "lineup_upload_sensor"
+    assert launcher.wait_for_run(fresh.instance, run.run_id).status == dg.DagsterRunStatus.SUCCESS
+    wait_for(lambda: not (inbox / "dropped.json").exists(), 60, "the file to move to processed/")
+    assert any(p.name.endswith("-dropped.json") for p in (inbox / "processed").iterdir())
+
+
+def test_health_check_sees_a_dead_worker(dagster_instance) -> None:
+    @dg.op
+    def noop() -> None:
+        pass
+
+    @dg.job
+    def probe() -> None:
+        noop()
+
+    run = dagster_instance.create_run_for_job(
+        job_def=probe, tags={GRPC_INFO_TAG: json.dumps({"host": "localhost", "socket": "/x"})}
+    )
+    checker = AirwaveRunLauncher()
+    checker.register_instance(dagster_instance)
+    assert checker.check_run_worker_health(run).status == WorkerStatus.RUNNING  # no pid yet
+    worker = subprocess.Popen(["sleep", "60"])
+    dagster_instance.report_engine_event(
+        f"Started process for run (pid: {worker.pid}).", run, EngineEventData.in_process(worker.pid)
+    )
+    assert checker.check_run_worker_health(run).status == WorkerStatus.RUNNING
+    worker.kill()
+    time.sleep(0.2)  # not reaped yet: a zombie counts as dead
+    assert checker.check_run_worker_health(run).status == WorkerStatus.FAILED
+    worker.wait()
+    assert checker.check_run_worker_health(run).status == WorkerStatus.FAILED
+    remote = dagster_instance.create_run_for_job(
+        job_def=probe, tags={GRPC_INFO_TAG: json.dumps({"host": "10.1.2.3", "port": 4000})}
+    )
+    assert checker.check_run_worker_health(remote).status == WorkerStatus.RUNNING

@@ -1,0 +1,196 @@
+"""Version guard, idempotent starts and cancel, against a running `airwave dev`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+from dagster_shared import record
+
+from airwave_dagster import run_tags
+from airwave_dagster.cli import launcher
+from airwave_dagster.durability.versions import CODE_VERSION_TAG
+from tests.support import lineups
+from tests.support.dagster_dev import AIRWAVE, REEXECUTE, Dev, wait_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
+
+
+def _failed_runs(dev: Dev, slow_plex: Any) -> tuple[str, str]:
+    """Two failed `import_lineup` runs (Plex down at their start): the first recorded as if its
+    `build_channel` had been an older version (its job snapshot says `import-v0`), the second
+    made by the current code."""
+    config = {
+        "ops": {
+            "plan_import_lineup": {
+                "config": {"lineup_json": json.dumps(lineups.genre_lineup(2)), "lineup_name": "g"}
+            }
+        }
+    }
+    slow_plex.configure(fail_all=True)
+    run_ids = []
+    try:
+        with launcher.workspace(dev.instance) as context:
+            job = launcher.remote_job(context, "import_lineup")
+            location = context.get_code_location(launcher.LOCATION_NAME)
+            repository = next(iter(location.get_repositories().values()))
+            for old_build_version in ("import-v0", None):
+                plan = location.get_execution_plan(
+                    job, config, step_keys_to_execute=None, known_state=None, instance=dev.instance
+                ).execution_plan_snapshot
+                snapshot = job.job_snapshot
+                if old_build_version is not None:
+                    ops = [
+                        record.copy(op, tags={**op.tags, CODE_VERSION_TAG: old_build_version})
+                        if op.name == "build_channel"
+                        else op
+                        for op in snapshot.node_defs_snapshot.op_def_snaps
+                    ]
+                    snapshot = record.copy(
+                        snapshot,
+                        node_defs_snapshot=record.copy(
+                            snapshot.node_defs_snapshot, op_def_snaps=ops
+                        ),
+                    )
+                    plan = plan._replace(job_snapshot_id=snapshot.snapshot_id)
+                run = dev.instance.create_run(
+                    job_name="import_lineup",
+                    run_id=None,
+                    run_config=config,
+                    resolved_op_selection=None,
+                    step_keys_to_execute=None,
+                    op_selection=None,
+                    status=None,
+                    root_run_id=None,
+                    parent_run_id=None,
+                    tags={**job.tags, "dagster/max_retries": "0"},
+                    job_snapshot=snapshot,
+                    execution_plan_snapshot=plan,
+                    parent_job_snapshot=None,
+                    remote_job_origin=job.get_remote_origin(),
+                    job_code_origin=job.get_python_origin(),
+                    asset_selection=None,
+                    asset_check_selection=None,
+                    asset_graph=repository.asset_graph,
+                )
+                dev.instance.submit_run(run.run_id, context)
+                run_ids.append(run.run_id)
+            for run_id in run_ids:
+                finished = launcher.wait_for_run(dev.instance, run_id)
+                assert finished.status == dg.DagsterRunStatus.FAILURE
+    finally:
+        slow_plex.configure(fail_all=False)
+    return run_ids[0], run_ids[1]
+
+
+def test_resume_is_refused_when_an_op_version_changed_and_allowed_otherwise(
+    fresh: Dev, slow_plex: Any
+) -> None:
+    changed, unchanged = _failed_runs(fresh, slow_plex)
+
+    refused = fresh.airwave("runs", "resume", changed)
+    assert refused.returncode == 1
+    message = refused.stderr.replace("\n", " ")
+    assert "build_channel" in message and "import-v0" in message and "import-v2" in message
+    assert "start a new run" in message
+
+    graphql = fresh.graphql(REEXECUTE, {"parentRunId": changed})["launchRunReexecution"]
+    assert graphql["__typename"] == "PythonError"
+    assert "import-v0" in graphql["message"] and "build_channel" in graphql["message"]
+    assert len(launcher.run_tree(fresh.instance, changed)) == 1, "no run was created"
+
+    launched = fresh.graphql(REEXECUTE, {"parentRunId": unchanged})["launchRunReexecution"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    child = launched["run"]["runId"]
+    assert launcher.wait_for_run(fresh.instance, child).status == dg.DagsterRunStatus.SUCCESS
+
+
+def test_concurrent_starts_with_one_key_create_one_run(fresh: Dev, tmp_path: Path) -> None:
+    files = [
+        lineups.write(tmp_path, lineups.genre_lineup(2, first_number=300), "first.json"),
+        lineups.write(tmp_path, lineups.genre_lineup(1, first_number=400), "second.json"),
+    ]
+    key = "nightly-2026-11-30"
+    starts = [
+        subprocess.Popen(
+            [AIRWAVE, "import", str(path), "--idempotency-key", key],
+            env=fresh.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for path in files
+    ]
+    outputs = [process.communicate(timeout=280) for process in starts]
+    assert all(process.returncode == 0 for process in starts), outputs
+    run_ids = {out.split()[-1] for out, _ in outputs}
+    assert len(run_ids) == 1, outputs
+    (run_id,) = run_ids
+    tagged = fresh.instance.get_runs(filters=dg.RunsFilter(tags={run_tags.IDEMPOTENCY_TAG: key}))
+    assert [r.run_id for r in tagged] == [run_id]
+
+    forced = fresh.airwave("import", str(files[0]), "--idempotency-key", key, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout.split()[-1] != run_id
+    for run in (run_id, forced.stdout.split()[-1]):
+        launcher.wait_for_run(fresh.instance, run)
+
+
+def test_the_derived_key_is_the_content_and_the_request() -> None:
+    from airwave_dagster.run_tags import import_key
+
+    content = json.dumps(lineups.genre_lineup(2)).encode()
+    key = import_key(content, dry_run=False, select=None)
+    assert key == import_key(bytes(content), dry_run=False, select=None)
+    assert key != import_key(content, dry_run=True, select=None)
+    assert key != import_key(content + b" ", dry_run=False, select=None)
+    assert import_key(content, dry_run=False, select=[2, 1]) == import_key(
+        content, dry_run=False, select=[1, 2]
+    )
+
+
+def test_cancel_running_finished_and_canceled_runs(fresh: Dev, database_url: str) -> None:
+    run_id = fresh.launch_import(lineups.genre_lineup(8))
+    wait_for(
+        lambda: any(
+            (e.dagster_event and (e.dagster_event.step_key or "").startswith("build_channel["))
+            for e in fresh.instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
+        ),
+        120,
+        "builds to start",
+        poll=0.05,
+    )
+    canceled = fresh.airwave("runs", "cancel", run_id, "--reason", "wrong lineup", "--json")
+    assert canceled.returncode == 0, canceled.stderr
+    outcome = json.loads(canceled.stdout)
+    assert outcome["status"] == "CANCELED" and outcome["changed"] is True
+    run = fresh.instance.get_run_by_id(run_id)
+    assert run.tags[run_tags.CANCEL_REASON_TAG] == "wrong lineup"
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        claims = conn.execute(
+            sa.text("SELECT count(*) FROM airwave.channel WHERE claim_run_id IS NOT NULL")
+        ).scalar_one()
+    engine.dispose()
+    assert claims == 0
+    again = fresh.airwave("runs", "cancel", run_id, "--json")
+    assert json.loads(again.stdout) == {
+        "run_id": run_id,
+        "status": "CANCELED",
+        "changed": False,
+        "claims_released": 0,
+    }
+    time.sleep(12)  # two monitoring/retry daemon intervals: a canceled run is never resumed
+    assert len(launcher.run_tree(fresh.instance, run_id)) == 1
+
+    done = fresh.launch_import(lineups.genre_lineup(1, first_number=900))
+    assert launcher.wait_for_run(fresh.instance, done).status == dg.DagsterRunStatus.SUCCESS
+    untouched = fresh.airwave("runs", "cancel", done)
+    assert untouched.returncode == 0 and "already finished: SUCCESS" in untouched.stdout
+    assert fresh.instance.get_run_by_id(done).status == dg.DagsterRunStatus.SUCCESS

@@ -1,0 +1,379 @@
+"""The `ai_lineup` job in process: offline and anthropic (real SDK against the stub) providers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from airwave_dagster.definitions import defs
+from resources import tables as t
+from resources.stores.ai import AiStore
+from tests.fakes.scripted_model import ScriptedModel, genre_channel, small_plan
+from tests.support.ai import insert_items, lineup_config
+
+pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration]
+
+ALL_PHASES = {"analyze", "context", "plan", "packages", "numbering", "build", "report"}
+
+
+def _run(
+    instance: dg.DagsterInstance, run_config: dict[str, Any], *, snapshot: bool = True
+) -> dg.ExecuteInProcessResult:
+    if snapshot:
+        # The `synced` fixture wrote the snapshot rows; record them as the asset's state.
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key="plex_library"))
+    return defs.resolve_job_def("ai_lineup").execute_in_process(
+        run_config=run_config, instance=instance, raise_on_error=False
+    )
+
+
+def _failure(result: dg.ExecuteInProcessResult) -> tuple[str, str]:
+    failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert failures, "expected a step failure"
+    data = failures[0].step_failure_data
+    text = data.user_failure_data.description if data.user_failure_data else data.error.message
+    return failures[0].step_key, text or ""
+
+
+def _report(ai: AiStore, run_id: str) -> dict[str, Any]:
+    rows = [r for r in ai.traces(run_id) if r["phase"] == "report"]
+    assert len(rows) == 1
+    return rows[0]["output"]
+
+
+def _rows(store, table: sa.Table, *where: Any) -> list[dict[str, Any]]:
+    with store.engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(sa.select(table).where(*where))]
+
+
+def _ai_channels(store) -> list[dict[str, Any]]:
+    return _rows(store, t.channel, t.channel.c.ai_generated.is_(True))
+
+
+@pytest.fixture
+def ai(store) -> AiStore:
+    return AiStore(store.engine)
+
+
+def test_offline_provider_builds_twenty_verified_channels(
+    store, ai, plex_client, library_snapshot, dagster_instance
+) -> None:
+    # Only the rows an import's schedules write exist, and no snapshot was ever recorded: the
+    # run must sync the whole library rather than profile those few items.
+    libraries, items = library_snapshot
+    source_id = store.sync_source(plex_client.base_url, libraries)
+    insert_items(store, source_id, items[:150])
+    dagster_instance.wipe_assets([dg.AssetKey("plex_library")])
+
+    result = _run(dagster_instance, lineup_config(provider="offline", limit=20), snapshot=False)
+
+    assert result.success
+    assert store.counts()["media_items"] == len(items)
+    synced = [
+        e
+        for e in result.all_events
+        if e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
+        and e.asset_key == dg.AssetKey("plex_library")
+    ]
+    assert len(synced) == 1
+    report = _report(ai, result.run_id)
+    assert report["provider"] == "offline"
+    assert report["channels_planned"] > 20  # the limit caps builds, never the plan
+    assert len(report["built"]) == 20
+    assert report["spend"] == []
+    phases = {r["phase"] for r in ai.traces(result.run_id)}
+    assert phases == ALL_PHASES
+    library = {kind: len(plex_client.resolve({"mediaTypes": [kind]})) for kind in ("movie", "show")}
+    channels = _ai_channels(store)
+    assert len(channels) == len(report["built"])
+    for channel in channels:
+        assert channel["enabled"] and channel["claim_run_id"] is None
+        definitions = _rows(
+            store, t.channel_definition, t.channel_definition.c.channel_id == channel["id"]
+        )
+        assert len(definitions) == 1
+        envelope = definitions[0]["plex_filter"]
+        assert envelope["filter"] is not None
+        # Re-resolve independently: the commit's verification must hold for the stored filter.
+        pool = plex_client.resolve(envelope)
+        hours = sum(item.duration_ms for item in pool) / 3_600_000
+        whole = sum(library[kind] for kind in envelope["mediaTypes"])
+        assert 3 <= len(pool) < whole, channel["name"]
+        assert hours >= 10.0, channel["name"]
+        slots = _rows(store, t.schedule_item, t.schedule_item.c.channel_id == channel["id"])
+        assert slots, f"{channel['name']} has no schedule"
+    builds = [r for r in ai.traces(result.run_id) if r["phase"] == "build"]
+    context_sha = {r["context_sha256"] for r in ai.traces(result.run_id) if r["phase"] == "context"}
+    assert {r["context_sha256"] for r in builds} == context_sha
+    assert all(
+        step["matched"] >= 0
+        for r in builds
+        for step in r["trace"]
+        if step["kind"] == "result" and step.get("matched") is not None
+    )
+    materialized = dagster_instance.get_latest_materialization_event(dg.AssetKey("ai_lineup"))
+    assert materialized is not None and materialized.run_id == result.run_id
+
+
+def test_a_previous_lineup_is_only_replaced_when_confirmed(
+    synced, store, ai, dagster_instance
+) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(
+            t.channel_package.insert().values(
+                id="manual-pkg", key="mine", name="Mine", sort_index=1
+            )
+        )
+        conn.execute(
+            t.channel.insert().values(
+                id="manual-ch",
+                number=7,
+                name="My channel",
+                media_source_id=synced,
+                package_id="manual-pkg",
+            )
+        )
+    first = _run(dagster_instance, lineup_config(provider="offline", limit=2))
+    assert first.success
+    before = sorted(c["id"] for c in _ai_channels(store))
+    assert len(before) == 2
+    counts = store.counts()
+
+    refused = _run(dagster_instance, lineup_config(provider="offline", limit=2))
+
+    step, message = _failure(refused)
+    assert step == "create_ai_packages"
+    assert "2 AI channel(s)" in message and "confirm_wipe" in message
+    assert sorted(c["id"] for c in _ai_channels(store)) == before
+    assert store.counts() == counts
+
+    replaced = _run(dagster_instance, lineup_config(provider="offline", limit=2, confirm_wipe=True))
+
+    assert replaced.success
+    after = sorted(c["id"] for c in _ai_channels(store))
+    assert len(after) == 2 and not set(after) & set(before)
+    manual = _rows(store, t.channel, t.channel.c.id == "manual-ch")
+    assert manual[0]["package_id"] == "manual-pkg" and manual[0]["number"] == 7
+    packages = [r for r in ai.traces(replaced.run_id) if r["phase"] == "packages"]
+    assert packages[0]["output"]["wiped"]["channels"] == 2
+
+
+def _worker_bodies(stub) -> list[dict[str, Any]]:
+    return [r.body for r in stub.messages_requests() if r.body and "tool_choice" not in r.body]
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def _stub_usage(stub) -> dict[str, int]:
+    return stub.stats()["usage"]
+
+
+def _ledger_usage(ai: AiStore, run_id: str) -> dict[str, int]:
+    rows = ai.spend_rows(run_id)
+    return {
+        "input_tokens": sum(r["input_tokens"] for r in rows),
+        "cache_creation_input_tokens": sum(r["cache_write_tokens"] for r in rows),
+        "cache_read_input_tokens": sum(r["cache_read_tokens"] for r in rows),
+        "output_tokens": sum(r["output_tokens"] for r in rows),
+    }
+
+
+def test_anthropic_builds_share_one_cached_prefix_and_every_token_is_counted(
+    synced, store, ai, stub, dagster_instance
+) -> None:
+    model = ScriptedModel(small_plan())
+    stub.responder = model
+
+    result = _run(dagster_instance, lineup_config(stub, provider="anthropic"))
+
+    assert result.success
+    report = _report(ai, result.run_id)
+    assert [c["name"] for c in report["built"]] == [
+        "Drama TV",
+        "Comedy TV",
+        "Action TV",
+        "Horror TV",
+    ]
+    workers = _worker_bodies(stub)
+    assert len(workers) == 8  # preview + commit per channel
+    prefixes = {
+        (
+            _canonical(b["tools"]),
+            _canonical(b["system"]),
+            _canonical(b["messages"][0]["content"][0]),
+        )
+        for b in workers
+    }
+    assert len(prefixes) == 1, "the cached prefix must be byte-identical for every build"
+    first_block = workers[0]["messages"][0]["content"][0]
+    assert first_block["cache_control"] == {"type": "ephemeral"}
+    context_rows = [r for r in ai.traces(result.run_id) if r["phase"] == "context"]
+    import hashlib
+
+    builds = [r for r in ai.traces(result.run_id) if r["phase"] == "build"]
+    assert {r["context_sha256"] for r in builds} == {context_rows[0]["context_sha256"]}
+    context_text = first_block["text"].split("\n", 1)[1]
+    assert hashlib.sha256(context_text.encode()).hexdigest() == context_rows[0]["context_sha256"]
+    # Later builds read the prefix from the cache.
+    assert sum(r["cache_read_tokens"] for r in builds) > 0
+    # Every token the stub billed is in the ledger and the report, planner included.
+    assert _ledger_usage(ai, result.run_id) == _stub_usage(stub)
+    spend = {s["model"]: s for s in report["spend"]}
+    assert set(spend) == {"claude-opus-4-8", "claude-haiku-4-5"}
+    assert spend["claude-opus-4-8"]["usage"]["calls"] == 1
+    assert spend["claude-haiku-4-5"]["usage"]["calls"] == 8
+    assert report["total_usd"] > 0
+    assert "ANTHROPIC" not in json.dumps(report) and "stub-test-key" not in json.dumps(report)
+
+
+def test_failed_attempts_are_traced_and_their_tokens_counted(
+    synced, store, ai, stub, dagster_instance
+) -> None:
+    def fail(channel: str, call: int) -> dict[str, Any] | None:
+        # Comedy's second call of its first attempt dies: its preview's tokens were spent.
+        if channel == "Comedy TV" and call == 1:
+            return {
+                "kind": "error",
+                "status": 529,
+                "message": "Overloaded",
+                "headers": {"x-should-retry": "false"},
+            }
+        return None
+
+    bad_plan = {"packages": [{"key": "x", "name": "X", "channels": "not a list"}]}
+    model = ScriptedModel([bad_plan, small_plan(("Drama", "Comedy"))], fail=fail)
+    stub.responder = model
+
+    result = _run(dagster_instance, lineup_config(stub, provider="anthropic"))
+
+    assert result.success
+    traces = ai.traces(result.run_id)
+    plans = [r for r in traces if r["phase"] == "plan"]
+    assert [r["status"] for r in plans] == ["failed", "ok"]
+    assert "not a list" in plans[0]["output"]["raw"]
+    assert plans[0]["output_tokens"] > 0
+    comedy = [r for r in traces if r["phase"] == "build" and r["channel_name"] == "Comedy TV"]
+    assert [(r["status"], r["attempt"]) for r in comedy] == [("failed", 1), ("ok", 2)]
+    assert "529" in comedy[0]["error"]
+    assert comedy[0]["input_tokens"] + comedy[0]["cache_write_tokens"] > 0
+    assert _ledger_usage(ai, result.run_id) == _stub_usage(stub)
+    report = _report(ai, result.run_id)
+    worker_calls = sum(
+        s["usage"]["calls"] for s in report["spend"] if s["model"] == "claude-haiku-4-5"
+    )
+    assert worker_calls == 5  # 2 + 2 for the builds, 1 for the failed attempt's preview
+    assert [s["usage"]["calls"] for s in report["spend"] if s["model"] == "claude-opus-4-8"] == [2]
+
+
+def test_the_budget_stops_builds(synced, store, ai, stub, dagster_instance) -> None:
+    stub.responder = ScriptedModel(small_plan(("Drama", "Comedy", "Action")))
+    # One worker token costs a dollar: the first worker call spends the whole budget.
+    config = lineup_config(
+        stub,
+        provider="anthropic",
+        budget_usd=1.0,
+        planner_model="claude-opus-4-8",
+        worker_model="claude-test-worker",
+        prices={
+            "claude-opus-4-8": {"input": 0.0, "output": 0.0},
+            "claude-test-worker": {"input": 1_000_000.0, "output": 1_000_000.0},
+        },
+    )
+
+    result = _run(dagster_instance, config)
+
+    assert result.success
+    report = _report(ai, result.run_id)
+    assert report["built"] == []
+    assert [s["reason"] for s in report["skipped"]] == ["budget"] * 3
+    assert report["total_usd"] >= report["budget_usd"] == 1.0
+    # The first build stopped at its second call; the others never called the model.
+    assert len(_worker_bodies(stub)) == 1
+    assert _ai_channels(store) == []
+    packages = _rows(store, t.channel_package, t.channel_package.c.ai_generated.is_(True))
+    assert packages == []  # emptied by the skips, so removed
+
+
+def test_a_plan_naming_unknown_fields_and_packages_is_sanitised_and_traced(
+    synced, store, ai, stub, dagster_instance
+) -> None:
+    plan = small_plan(("Drama", "Comedy"))
+    plan["packages"][0]["existingKey"] = "no-such-package"
+    plan["packages"][1]["channels"].append(
+        genre_channel(
+            "Mood",
+            filter={"type": "condition", "field": "moood", "op": "is", "value": "happy"},
+        )
+    )
+    stub.responder = ScriptedModel(plan)
+
+    result = _run(dagster_instance, lineup_config(stub, provider="anthropic"))
+
+    assert result.success
+    plan_row = next(r for r in ai.traces(result.run_id) if r["phase"] == "plan")
+    actions = {(c["action"], c.get("channel_key")) for c in plan_row["output"]["changes"]}
+    assert ("ignored-existing-key", None) in actions
+    assert ("removed-condition", "mood") in actions and ("dropped-channel", "mood") in actions
+    report = _report(ai, result.run_id)
+    assert [d["channel_key"] for d in report["dropped"]] == ["mood"]
+    assert len(report["built"]) == 2
+    assert "Mood TV" not in {c["name"] for c in _ai_channels(store)}
+
+
+def test_a_planner_that_never_fits_the_schema_fails_the_plan_step(
+    synced, store, ai, stub, dagster_instance
+) -> None:
+    stub.responder = ScriptedModel([{"packages": []}])
+
+    result = _run(dagster_instance, lineup_config(stub, provider="anthropic", planner_attempts=2))
+
+    step, message = _failure(result)
+    assert step == "plan_lineup"
+    assert "2 time(s)" in message and "ai_lineup_trace" in message
+    plans = [r for r in ai.traces(result.run_id) if r["phase"] == "plan"]
+    assert [r["status"] for r in plans] == ["failed", "failed"]
+    assert all(r["output"]["raw"] == '{"packages": []}' for r in plans)
+    assert _rows(store, t.channel_package, t.channel_package.c.ai_generated.is_(True)) == []
+    assert _ledger_usage(ai, result.run_id) == _stub_usage(stub)
+
+
+def test_provider_anthropic_without_a_key_is_refused_before_anything(
+    synced, store, ai, stub, dagster_instance
+) -> None:
+    config = lineup_config(stub, provider="anthropic")
+    config["resources"]["llm"]["config"]["api_key_env_var"] = "AIRWAVE_TEST_UNSET_KEY"
+
+    result = _run(dagster_instance, config)
+
+    step, message = _failure(result)
+    assert step == "analyze_library"
+    assert "AIRWAVE_TEST_UNSET_KEY" in message and "offline" in message
+    assert stub.requests == []
+    rows = ai.traces(result.run_id)
+    assert [(r["phase"], r["status"]) for r in rows] == [("analyze", "failed")]
+    assert "AIRWAVE_TEST_UNSET_KEY" in rows[0]["error"]
+    assert ai.ledger(result.run_id).calls == 0
+
+
+def test_plex_failing_while_the_context_is_built_fails_the_step(
+    synced, store, ai, plex_emulator, dagster_instance
+) -> None:
+    plex_emulator.configure(fail_all=True)
+    try:
+        result = _run(dagster_instance, lineup_config(provider="offline"))
+    finally:
+        plex_emulator.configure(fail_all=False)
+
+    step, message = _failure(result)
+    assert step == "build_shared_context"
+    assert "vocabulary" in message and "PLEX_URL" in message
+    assert plex_emulator.token not in message
+    rows = [(r["phase"], r["status"]) for r in ai.traces(result.run_id)]
+    assert rows == [("analyze", "ok"), ("context", "failed")]
+    assert _ai_channels(store) == []

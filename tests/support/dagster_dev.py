@@ -1,0 +1,267 @@
+"""A real `airwave dev` (webserver, daemon, code server) over the test database.
+
+One server is shared by every test that asks for the `dev` or `fresh` fixture (registered in
+`tests/conftest.py`): the UI test, the crash matrix, the version guard, cancel and the sensor.
+
+Runs are launched through GraphQL exactly as the UI launches them, so they execute in the code
+server with the project's `dagster.yaml`: the complete-resume instance, the guarded run queue,
+run monitoring and automatic run retries are the production ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from airwave_dagster.cli import environment
+
+AIRWAVE = str(Path(sys.executable).parent / "airwave")
+STALE_SECONDS = "6"
+
+LAUNCH = """
+mutation Launch($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}
+"""
+REEXECUTE = """
+mutation Reexecute($parentRunId: String!) {
+  launchRunReexecution(reexecutionParams: {parentRunId: $parentRunId, strategy: FROM_FAILURE}) {
+    __typename
+    ... on LaunchRunSuccess { run { runId stepKeysToExecute } }
+    ... on PythonError { message }
+  }
+}
+"""
+LOCATIONS = """
+query { workspaceOrError { ... on Workspace { locationEntries { name
+  locationOrLoadError { __typename } } } } }
+"""
+AUTOMATION = """
+query { repositoryOrError(repositorySelector: {repositoryLocationName: "airwave",
+  repositoryName: "__repository__"}) { ... on Repository {
+    schedules { name id } sensors { name id } } } }
+"""
+STOP_SCHEDULE = """
+mutation Stop($id: String) { stopRunningSchedule(id: $id) { __typename } }
+"""
+STOP_SENSOR = """
+mutation Stop($id: String) { stopSensor(id: $id) { __typename } }
+"""
+KEEP_RUNNING = {"lineup_upload_sensor"}
+"""Automation left on in the shared server; the rest would write to the database mid-test."""
+RELOAD = """
+mutation { reloadRepositoryLocation(repositoryLocationName: "airwave") { __typename } }
+"""
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, poll: float = 0.2) -> Any:
+    """Poll `predicate` until it returns something truthy; fail naming `what` on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except OSError:
+            value = None
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@dataclass
+class Dev:
+    """A running `airwave dev` and what a test needs to drive it."""
+
+    port: int
+    home: Path
+    env: dict[str, str]
+    workdir: Path
+    instance: Any
+
+    def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = json.dumps({"query": query, "variables": variables or {}}).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/graphql",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                payload = json.loads(response.read())
+        except urllib.error.HTTPError as error:  # errors come back as 500 with a JSON payload
+            payload = json.loads(error.read())
+        if "data" not in payload or payload["data"] is None:
+            raise AssertionError(f"GraphQL error: {payload}")
+        return payload["data"]
+
+    def launch_run(
+        self, job: str, run_config: dict[str, Any], *, tags: dict[str, str] | None = None
+    ) -> str:
+        """Launch a run the way the UI's launchpad does; returns its id."""
+        launched = self.graphql(
+            LAUNCH,
+            {
+                "params": {
+                    "selector": {
+                        "repositoryLocationName": "airwave",
+                        "repositoryName": "__repository__",
+                        "jobName": job,
+                    },
+                    "runConfigData": run_config,
+                    "executionMetadata": {
+                        "tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]
+                    },
+                }
+            },
+        )["launchRun"]
+        assert launched["__typename"] == "LaunchRunSuccess", launched
+        return str(launched["run"]["runId"])
+
+    def launch_import(self, lineup: dict[str, Any], *, tags: dict[str, str] | None = None) -> str:
+        """Launch `import_lineup` of `lineup` (inline) with `tags`."""
+        config = {"lineup_json": json.dumps(lineup), "lineup_name": "crash.json"}
+        return self.launch_run(
+            "import_lineup", {"ops": {"plan_import_lineup": {"config": config}}}, tags=tags
+        )
+
+    def airwave(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [AIRWAVE, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def slow_plex() -> Iterator[Any]:
+    """A small library behind 30 ms per request, so builds take long enough to crash mid-way."""
+    from airwave_dagster.emulators.plex import start_emulator
+
+    with start_emulator(items=600, seed=11, latency_ms=30) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="session")
+def dev(
+    database_url: str, slow_plex: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Dev]:
+    """`airwave dev` on a free port, its instance shared with the test process."""
+    import dagster as dg
+
+    workdir = tmp_path_factory.mktemp("dev")
+    home = workdir / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "AIRWAVE_HOME": str(workdir / "home"),
+        environment.PLEX_URL_ENV: slow_plex.url,
+        environment.PLEX_TOKEN_ENV: slow_plex.token,
+        "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
+        "AIRWAVE_INBOX": str(workdir / "inbox"),
+    }
+    log = (workdir / "dev.log").open("wb")
+    process = subprocess.Popen(
+        [AIRWAVE, "dev", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    instance = dg.DagsterInstance.from_config(str(home))
+    running = Dev(port=port, home=home, env=env, workdir=workdir, instance=instance)
+
+    def loaded() -> bool:
+        entries = running.graphql(LOCATIONS)["workspaceOrError"]["locationEntries"]
+        return any(
+            e["name"] == "airwave"
+            and e["locationOrLoadError"]["__typename"] == "RepositoryLocation"
+            for e in entries
+        )
+
+    try:
+        wait_for(loaded, 180, "the airwave code location to load", poll=0.5)
+        _pause_background_automation(running)
+        yield running
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        instance.dispose()
+
+
+def _pause_background_automation(dev: Dev) -> None:
+    """Stop the maintenance schedules and library sensors for this test server.
+
+    They run by default in production; in a shared test server they would fire on their own
+    clock and change rows under other tests. Their own tests run them explicitly.
+    """
+    repository = dev.graphql(AUTOMATION)["repositoryOrError"]
+    for schedule in repository.get("schedules", []):
+        if schedule["name"] not in KEEP_RUNNING:
+            stopped = dev.graphql(STOP_SCHEDULE, {"id": schedule["id"]})["stopRunningSchedule"]
+            assert stopped["__typename"] == "ScheduleStateResult", stopped
+    for sensor in repository.get("sensors", []):
+        if sensor["name"] not in KEEP_RUNNING:
+            stopped = dev.graphql(STOP_SENSOR, {"id": sensor["id"]})["stopSensor"]
+            assert stopped["__typename"] == "StopSensorMutationResult", stopped
+
+
+@pytest.fixture
+def fresh(dev: Dev, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Dev:
+    """The running dev server over emptied application tables, its environment exported.
+
+    Code servers the test process starts itself (through `airwave_dagster.cli.launcher`) then see
+    the same instance, Plex and settings as the dev server.
+    """
+    from resources import tables
+
+    for name in (
+        "DAGSTER_HOME",
+        "AIRWAVE_HOME",
+        environment.PLEX_URL_ENV,
+        environment.PLEX_TOKEN_ENV,
+        "AIRWAVE_CLAIM_STALE_SECONDS",
+        "AIRWAVE_INBOX",
+    ):
+        monkeypatch.setenv(name, dev.env[name])
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    names = ", ".join(f"airwave.{table.name}" for table in tables.metadata.sorted_tables)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+    return dev
