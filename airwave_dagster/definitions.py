@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import dagster as dg
 
 from airwave_dagster.run_tags import AI_LINEUP_JOB, IMPORT_LINEUP_JOB
-from ops.ai_lineup.ops import ai_lineup
+from ops.ai_lineup.job import ai_lineup
 from ops.library_assets import (
     ai_lineup_asset,
     library_profile,
@@ -15,7 +15,7 @@ from ops.library_assets import (
     refresh_library,
     refresh_library_schedule,
 )
-from ops.lineup_import.ops import import_lineup
+from ops.lineup_import.job import import_lineup
 from ops.maintenance import MAINTENANCE_JOBS, follow_library, maintenance_schedules
 from resources.database import DatabaseResource
 from resources.io_manager import PostgresJsonIOManager

@@ -49,7 +49,7 @@ GENRES = (
 def spawn_import_job() -> dg.JobDefinition:
     """`import_lineup` with the spawn start method, for comparison."""
     from airwave_dagster.definitions import production_resources
-    from ops.lineup_import.ops import import_executor, import_lineup
+    from ops.lineup_import.job import import_executor, import_lineup
 
     return import_lineup.graph.to_job(
         name="import_lineup_spawn",

@@ -78,12 +78,17 @@ def clean_db(database_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def store(clean_db: str):
-    """The repository over a clean test database."""
-    from resources.stores.channels import AirwaveStore
-    from resources.stores.engine import engine_for
+def stores(clean_db: str):
+    """Every repository over a clean test database."""
+    from resources.stores import open_stores
 
-    return AirwaveStore(engine_for(clean_db))
+    return open_stores(clean_db)
+
+
+@pytest.fixture
+def store(stores):
+    """The channel repository over a clean test database."""
+    return stores.channels
 
 
 @pytest.fixture(scope="session")

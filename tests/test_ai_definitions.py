@@ -5,7 +5,8 @@ from __future__ import annotations
 import dagster as dg
 
 from airwave_dagster.definitions import defs
-from ops.ai_lineup.ops import BUILD_CONCURRENCY, AiLineupConfig
+from ops.ai_lineup.checkpoints import AiLineupConfig
+from ops.ai_lineup.job import BUILD_CONCURRENCY
 from resources.llm import LlmResource
 
 

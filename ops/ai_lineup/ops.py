@@ -1,4 +1,4 @@
-"""The `ai_lineup` job: analyze, context, packages seen, plan, packages, numbers, builds, report.
+"""The `ai_lineup` ops: analyze, context, packages seen, plan, packages, numbers, builds, report.
 
 Every op's output is its checkpoint (stored as JSON by the Postgres IO manager), so a resumed run
 never re-fetches the vocabulary, never re-plans (never pays the planner twice) and never renumbers.
@@ -9,32 +9,18 @@ Postgres ledger shared by all step processes as soon as it returns; once the bud
 builds not yet started are skipped with reason "budget" and a running agent stops at its next call.
 """
 
-import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import dagster as dg
-from pydantic import BaseModel, Field
 
-from airwave_dagster.domain.ai.context import (
-    VOCABULARY_FIELDS,
-    SharedContext,
-    render_shared_context,
-)
-from airwave_dagster.domain.ai.numbering import (
-    ExistingChannel,
-    LineupNumbering,
-    NumberedChannel,
-    assign_numbers,
-    build_order,
-)
-from airwave_dagster.domain.ai.offline import build_channel_offline, offline_plan
+from airwave_dagster.domain.ai.context import VOCABULARY_FIELDS, render_shared_context
+from airwave_dagster.domain.ai.numbering import ExistingChannel, assign_numbers, build_order
+from airwave_dagster.domain.ai.offline import offline_plan
 from airwave_dagster.domain.ai.plan import (
     ExistingPackage,
-    PlannedChannel,
     PlanSchemaError,
     SanitizedPlan,
     coerce_accent,
@@ -42,225 +28,71 @@ from airwave_dagster.domain.ai.plan import (
     plan_input_schema,
     sanitize_plan,
 )
-from airwave_dagster.domain.ai.profile import LibraryProfile
 from airwave_dagster.domain.ai.prompts import (
-    CONTEXT_HEADING,
     PLANNER_SYSTEM_PROMPT,
     PLANNER_TOOL_DESCRIPTION,
     PLANNER_TOOL_NAME,
-    WORKER_SYSTEM_PROMPT,
-    render_channel_brief,
     render_planner_prompt,
 )
 from airwave_dagster.domain.ai.report import (
-    BUDGET_REASON,
     ChannelBuildResult,
     LineupReport,
     PackageSummary,
     build_report,
     render_markdown,
 )
-from airwave_dagster.domain.ai.tools import (
-    ChannelOutcome,
-    PoolRules,
-    ToolSession,
-    tool_definitions_api,
+from airwave_dagster.domain.ai.tools import PoolRules
+from airwave_dagster.domain.ai.usage import Usage
+from ops.ai_lineup.channel_build import BuildDeps, TransientBuildError, run_build
+from ops.ai_lineup.checkpoints import (
+    AiLineupConfig,
+    AnalyzedLibrary,
+    BuildTask,
+    CreatedPackages,
+    ExistingPackages,
+    LineupContext,
+    LineupSettings,
+    NumberedLineup,
+    PlannedLineup,
+    Provider,
 )
-from airwave_dagster.domain.ai.usage import (
-    ModelPrice,
-    PriceTable,
-    Usage,
-    add_usage,
-    budget_exhausted,
-    cost_usd,
-)
-from airwave_dagster.run_tags import (
-    AI_LINEUP_JOB,
-    CODE_VERSION_TAG,
-    JOB_TAG,
-    REPORT_LINEUP_OP,
-    REPORT_OP_TAG,
-)
+from ops.ai_lineup.metering import Meter, price_table, unpriced_budget_problem, usage_columns
 from ops.library_assets import (
     AI_LINEUP_KEY,
     LIBRARY_PROFILE_KEY,
     PLEX_LIBRARY_KEY,
+    compute_profile,
     profile_metadata,
     profile_sha256,
     sync_metadata,
 )
-from ops.library_assets import compute_profile as _compute_profile
-from ops.steps import claimant as _claimant
-from ops.steps import step_key as _step_key
-from resources.ai_toolbox import PlexChannelToolbox, library_sizes
+from ops.steps import claimant, mapping_key, trace_identity, versioned_op
+from resources.ai_toolbox import library_sizes
 from resources.database import DatabaseResource
 from resources.llm import (
-    DEFAULT_PLANNER_MODEL,
-    DEFAULT_WORKER_MODEL,
     PLANNER_MAX_TOKENS,
-    BudgetStop,
     LlmCallError,
     LlmClient,
     LlmResource,
     MissingApiKeyError,
-    ToolOutcome,
 )
 from resources.plex import PlexClient, PlexError, PlexResource
 from resources.stores.ai import AiStore, NewPackage
 from resources.stores.channels import AirwaveStore
-from resources.stores.claims import ChannelClaims, Claimant
 from resources.stores.library import library_synced, sync_library
-
-BUILD_CONCURRENCY = 6
-"""At most this many channel builds run at once (a sliding window, not the reference's waves)."""
 
 OP_VERSION = "ai-lineup-v1"
 """Code version of every op of this job; bump it when an op's behaviour or output type changes."""
 
-Provider = Literal["anthropic", "offline"]
-
-
-def _op(**kwargs: Any) -> Any:
-    """`dg.op` with this job's code version, mirrored into a tag so each run records it."""
-    return dg.op(code_version=OP_VERSION, tags={CODE_VERSION_TAG: OP_VERSION}, **kwargs)
-
-
-class PriceConfig(dg.Config):
-    """A model's price in USD per million tokens."""
-
-    input: float = Field(description="USD per million uncached input tokens.")
-    output: float = Field(description="USD per million output tokens.")
-
-
-class AiLineupConfig(dg.Config):
-    """How to build the AI lineup."""
-
-    limit: int = Field(
-        default=0,
-        description="Build at most this many channels, picked round-robin across packages; "
-        "0 builds all. Never shrinks the plan: every planned channel is numbered.",
-    )
-    budget_usd: float | None = Field(
-        default=None,
-        description="Most the run may spend on model calls (planner included). Once spent, "
-        "builds not yet started are skipped with reason 'budget'. Unset: no limit.",
-    )
-    confirm_wipe: bool = Field(
-        default=False,
-        description="Replace this source's previous AI lineup (its AI channels and packages are "
-        "deleted). Without it a run that finds one stops before writing anything.",
-    )
-    provider: Literal["auto", "anthropic", "offline"] = Field(
-        default="auto",
-        description="'anthropic' (needs ANTHROPIC_API_KEY), 'offline' (deterministic, no "
-        "network), or 'auto': anthropic when the key is set, otherwise offline.",
-    )
-    planner_model: str = Field(default=DEFAULT_PLANNER_MODEL, description="Planner model id.")
-    worker_model: str = Field(default=DEFAULT_WORKER_MODEL, description="Channel builder model.")
-    min_runtime_hours: float = Field(
-        default=10.0, description="A channel is committed only with at least this much runtime."
-    )
-    min_pool_items: int = Field(
-        default=3, description="A channel is committed only with at least this many items."
-    )
-    planner_attempts: int = Field(
-        default=3, description="Planner calls allowed when replies break the plan schema."
-    )
-    prices: dict[str, PriceConfig] = Field(
-        default_factory=dict,
-        description="Extra or replacement prices by model id prefix (USD per million tokens).",
-    )
-
-
-class LineupSettings(BaseModel):
-    """The run's resolved settings, stored with the first checkpoint so a resume keeps them."""
-
-    provider: Provider
-    planner_model: str
-    worker_model: str
-    limit: int
-    budget_usd: float | None
-    confirm_wipe: bool
-    rules: PoolRules
-    planner_attempts: int
-    prices: PriceTable
-    ledger_id: str
-    source_id: str
-    started_at: datetime
-
-
-class AnalyzedLibrary(BaseModel):
-    """Phase 1's checkpoint: the settings and the profile every later phase uses."""
-
-    settings: LineupSettings
-    profile: LibraryProfile
-    profile_sha256: str
-    library_items: dict[str, int]
-
-
-class LineupContext(BaseModel):
-    """Phase 2's checkpoint: the shared prefix and the vocabulary it was rendered from."""
-
-    context: SharedContext
-    vocabulary: dict[str, list[str]]
-
-
-class ExistingPackages(BaseModel):
-    """Phase 3's checkpoint: non-AI packages the planner may file into (read before the wipe)."""
-
-    packages: list[ExistingPackage]
-
-
-class PlannedLineup(BaseModel):
-    """Phase 4's checkpoint: the sanitised plan (a resume never pays for a second plan)."""
-
-    sanitized: SanitizedPlan
-    model: str | None
-    attempts: int
-
-
-class CreatedPackages(BaseModel):
-    """Phase 5's checkpoint: plan package key → package id, and what the wipe removed."""
-
-    ids: dict[str, str]
-    created: list[str]
-    reused: list[str]
-    wiped_channels: int
-    wiped_packages: int
-
-
-class NumberedLineup(BaseModel):
-    """Phase 6's checkpoint: every planned channel's number, and the ones selected to build."""
-
-    numbering: LineupNumbering
-    selected: list[int]
-
-
-class BuildTask(BaseModel):
-    """One mapped build: a numbered channel and the settings it runs under."""
-
-    settings: LineupSettings
-    channel: PlannedChannel
-    numbered: NumberedChannel
-
-
-def _mapping_key(number: int) -> str:
-    return f"ch_{number}"
-
 
 def _stores(database: DatabaseResource) -> tuple[AirwaveStore, AiStore]:
-    store = database.stores().channels
-    return store, AiStore(store.engine)
+    stores = database.stores()
+    return stores.channels, stores.ai
 
 
 def _trace(context: dg.OpExecutionContext, ai: AiStore, **fields: Any) -> None:
     """One trace row keyed by this run, step and attempt (best effort)."""
-    ai.record_trace(
-        run_id=context.run_id,
-        step_key=_step_key(context),
-        attempt=context.retry_number + 1,
-        **fields,
-    )
+    ai.record_trace(**trace_identity(context), **fields)
 
 
 @contextmanager
@@ -280,56 +112,6 @@ def _phase(
         raise
 
 
-def _usage_columns(model: str | None, usage: Usage, prices: PriceTable) -> dict[str, Any]:
-    return {
-        "model": model,
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_read_tokens": usage.cache_read_tokens,
-        "cache_write_tokens": usage.cache_write_tokens,
-        "cost_usd": None if model is None else cost_usd(model, usage, prices),
-    }
-
-
-class Meter:
-    """Charges every model call to the run's ledger the moment it returns, and sums it."""
-
-    def __init__(
-        self, context: dg.OpExecutionContext, ai: AiStore, settings: LineupSettings, phase: str
-    ) -> None:
-        self.context = context
-        self.ai = ai
-        self.settings = settings
-        self.phase = phase
-        self.by_model: dict[str, Usage] = {}
-
-    def __call__(self, model: str, usage: Usage) -> None:
-        """Record one call (`UsageSink`)."""
-        self.by_model = add_usage(self.by_model, model, usage)
-        self.ai.charge(
-            self.settings.ledger_id,
-            run_id=self.context.run_id,
-            step_key=_step_key(self.context),
-            attempt=self.context.retry_number + 1,
-            phase=self.phase,
-            model=model,
-            usage=usage,
-            cost_usd=cost_usd(model, usage, self.settings.prices),
-        )
-
-    def exhausted(self) -> bool:
-        """Whether the ledger (all processes of the lineup) has reached the budget."""
-        if self.settings.budget_usd is None:
-            return False
-        state = self.ai.ledger(self.settings.ledger_id)
-        return budget_exhausted(state.budget_usd, state.spent_usd)
-
-    def check(self) -> None:
-        """`before_call` hook: stop before a call once the budget is spent."""
-        if self.exhausted():
-            raise BudgetStop()
-
-
 def _resolve_provider(config: AiLineupConfig, llm: LlmResource) -> Provider:
     if config.provider == "offline":
         return "offline"
@@ -340,29 +122,7 @@ def _resolve_provider(config: AiLineupConfig, llm: LlmResource) -> Provider:
     return "anthropic" if llm.has_key() else "offline"
 
 
-def _prices(config: AiLineupConfig) -> PriceTable:
-    overrides = {
-        model: ModelPrice(input=price.input, output=price.output)
-        for model, price in config.prices.items()
-    }
-    return PriceTable().with_overrides(overrides)
-
-
-def _refuse_unpriced(settings: LineupSettings) -> None:
-    """A budget can only be enforced over priced models: refuse before anything is spent."""
-    if settings.provider != "anthropic" or settings.budget_usd is None:
-        return
-    for model in (settings.planner_model, settings.worker_model):
-        if settings.prices.price_of(model) is None:
-            raise dg.Failure(
-                description=(
-                    f"budget_usd is set but model {model!r} has no price, so its spend could not "
-                    "be counted; add it under `prices` in the run config or drop the budget"
-                )
-            )
-
-
-@_op()
+@versioned_op(OP_VERSION)
 def analyze_library(
     context: dg.OpExecutionContext,
     config: AiLineupConfig,
@@ -421,14 +181,16 @@ def _analyze(
             min_items=max(1, config.min_pool_items), min_runtime_hours=config.min_runtime_hours
         ),
         planner_attempts=max(1, config.planner_attempts),
-        prices=_prices(config),
+        prices=price_table(config),
         ledger_id=context.dagster_run.root_run_id or context.run_id,
         source_id=source_id,
         started_at=datetime.now(UTC),
     )
-    _refuse_unpriced(settings)
+    problem = unpriced_budget_problem(settings)
+    if problem is not None:
+        raise dg.Failure(description=problem)
     ai.open_ledger(settings.ledger_id, settings.budget_usd)
-    profile = _compute_profile(ai, source_id)
+    profile = compute_profile(ai, source_id)
     if profile.totals.movies + profile.totals.episodes == 0:
         raise dg.Failure(description=f"the library of {plex.base_url} has no available items")
     sha256 = profile_sha256(profile)
@@ -463,7 +225,7 @@ def fetch_vocabulary(client: PlexClient) -> dict[str, list[str]]:
     return {field: client.tag_values(field, ()) for field in VOCABULARY_FIELDS}
 
 
-@_op()
+@versioned_op(OP_VERSION)
 def build_shared_context(
     context: dg.OpExecutionContext,
     analyzed: AnalyzedLibrary,
@@ -509,7 +271,7 @@ def build_shared_context(
     return LineupContext(context=shared, vocabulary=vocabulary)
 
 
-@_op()
+@versioned_op(OP_VERSION)
 def list_existing_packages(
     context: dg.OpExecutionContext, analyzed: AnalyzedLibrary, database: DatabaseResource
 ) -> ExistingPackages:
@@ -539,7 +301,7 @@ def _plan_with_model(
     existing: ExistingPackages,
 ) -> tuple[SanitizedPlan, int]:
     """Call the planner until its reply fits the schema (bounded), tracing every attempt."""
-    meter = Meter(context, ai, settings, "plan")
+    meter = Meter(ai, settings, "plan", trace_identity(context))
     keys = [p.key for p in existing.packages]
     prompt = render_planner_prompt(shared.context.text, existing.packages)
     tool = {
@@ -574,7 +336,7 @@ def _plan_with_model(
                 reason="planner call failed",
                 error=str(error),
                 **common,
-                **_usage_columns(settings.planner_model, error.usage, settings.prices),
+                **usage_columns(settings.planner_model, error.usage, settings.prices),
             )
             raise dg.Failure(
                 description=f"planner call failed: {error}. Resume the run to try again."
@@ -603,7 +365,7 @@ def _plan_with_model(
                     "raw": reply.raw_text,
                 },
                 **common,
-                **_usage_columns(settings.planner_model, usage, settings.prices),
+                **usage_columns(settings.planner_model, usage, settings.prices),
             )
             context.log.warning(f"planner attempt {attempt} unusable: {last_error[:400]}")
             continue
@@ -617,7 +379,7 @@ def _plan_with_model(
                 "dropped": [d.model_dump(mode="json") for d in sanitized.dropped_channels],
             },
             **common,
-            **_usage_columns(settings.planner_model, usage, settings.prices),
+            **usage_columns(settings.planner_model, usage, settings.prices),
         )
         return sanitized, attempt
     raise dg.Failure(
@@ -629,7 +391,7 @@ def _plan_with_model(
     )
 
 
-@_op()
+@versioned_op(OP_VERSION)
 def plan_lineup(
     context: dg.OpExecutionContext,
     analyzed: AnalyzedLibrary,
@@ -692,7 +454,7 @@ def plan_lineup(
     return PlannedLineup(sanitized=sanitized, model=model, attempts=attempts)
 
 
-@_op()
+@versioned_op(OP_VERSION)
 def create_ai_packages(
     context: dg.OpExecutionContext,
     analyzed: AnalyzedLibrary,
@@ -768,7 +530,9 @@ def create_ai_packages(
     )
 
 
-@_op(out={"numbered": dg.Out(NumberedLineup), "builds": dg.DynamicOut(BuildTask)})
+@versioned_op(
+    OP_VERSION, out={"numbered": dg.Out(NumberedLineup), "builds": dg.DynamicOut(BuildTask)}
+)
 def assign_channel_numbers(
     context: dg.OpExecutionContext,
     analyzed: AnalyzedLibrary,
@@ -814,188 +578,14 @@ def assign_channel_numbers(
         yield dg.DynamicOutput(
             BuildTask(settings=settings, channel=plan.channel(numbered.key), numbered=numbered),
             output_name="builds",
-            mapping_key=_mapping_key(numbered.number),
+            mapping_key=mapping_key(numbered.number),
         )
 
 
-def channel_signature(settings: LineupSettings, channel_key: str) -> str:
-    """Identity of one planned channel of one lineup: equal across retries and re-executions."""
-    text = f"ai-lineup:{settings.ledger_id}:{channel_key}"
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _claim_values(task: BuildTask, run_id: str) -> dict[str, Any]:
-    channel = task.channel
-    return {
-        "name": channel.name.strip(),
-        "description": channel.description or None,
-        "callsign": channel.callsign,
-        "icon": channel.icon,
-        "tint": task.numbered.accent,
-        "ordering": channel.ordering,
-        "sort_field": channel.sort_field or "title",
-        "sort_dir": channel.sort_dir or "asc",
-        "media_source_id": task.settings.source_id,
-        "package_id": task.numbered.package_id,
-        "ai_generated": True,
-        "created_by_run_id": run_id,
-    }
-
-
-@dataclass(frozen=True)
-class BuildDeps:
-    """What one build needs besides its task (plain values, so tests can call `run_build`)."""
-
-    store: AirwaveStore
-    ai: AiStore
-    plex: PlexClient
-    claimant: Claimant
-    run_id: str
-    library_items: dict[str, int]
-
-
-class TransientBuildError(Exception):
-    """The model API failed transiently: the build's claim is released, a resume retries it."""
-
-
-def _execute(session: ToolSession) -> Callable[[str, Any], ToolOutcome]:
-    def execute(name: str, tool_input: Any) -> ToolOutcome:
-        result = session.call(name, tool_input)
-        return ToolOutcome(
-            content=result.content,
-            is_error=result.is_error,
-            terminal=result.terminal is not None,
-        )
-
-    return execute
-
-
-def run_build(
-    task: BuildTask,
-    shared: SharedContext,
-    deps: BuildDeps,
-    *,
-    llm: LlmClient | None,
-    meter: Callable[[str, Usage], None],
-    exhausted: Callable[[], bool],
-    log: Callable[[str], None] = lambda message: None,
-) -> tuple[ChannelBuildResult, dict[str, Any]]:
-    """Build one channel: claim its number, run the agent (or offline builder), settle.
-
-    Returns the result and extra trace fields. A duplicate start adopts the committed channel
-    of an earlier attempt without any model call; a failed or abandoned build deletes its claim.
-
-    Raises:
-        TransientBuildError: The model API failed after the SDK's retries (claim released).
-    """
-    settings = task.settings
-    channel, numbered = task.channel, task.numbered
-    if settings.provider == "anthropic" and exhausted():
-        return ChannelBuildResult.without_build(numbered, channel, "skipped", BUDGET_REASON), {}
-    claims = ChannelClaims(deps.store.engine)
-    claim = claims.claim(
-        number=numbered.number,
-        claimant=deps.claimant,
-        signature=channel_signature(settings, channel.key),
-        values=_claim_values(task, deps.run_id),
-    )
-    if claim.kind == "existing":
-        log(f"channel {numbered.number} was already built by an earlier attempt: adopted")
-        return ChannelBuildResult.without_build(
-            numbered,
-            channel,
-            "created",
-            "already built by an earlier attempt (adopted, no model call)",
-            channel_id=claim.channel_id,
-        ), {}
-    if claim.kind == "conflict" or claim.channel_id is None:
-        reason = claim.detail or f"channel number {numbered.number} is taken"
-        return ChannelBuildResult.without_build(numbered, channel, "skipped", reason), {}
-    toolbox = PlexChannelToolbox(
-        plex=deps.plex,
-        store=deps.store,
-        ai_store=deps.ai,
-        claims=claims,
-        claimant=deps.claimant,
-        channel_id=claim.channel_id,
-        number=numbered.number,
-        source_id=settings.source_id,
-        ordering=channel.ordering,
-        sort_field=channel.sort_field or "title",
-        sort_dir=channel.sort_dir or "asc",
-        library_items=deps.library_items,
-    )
-    outcome, transient = _run_agent(task, shared, toolbox, llm, meter, exhausted)
-    if outcome.status != "created":
-        toolbox.release()
-    result = ChannelBuildResult.of(numbered, channel, outcome)
-    extra: dict[str, Any] = {
-        "trace": [step.model_dump(mode="json", exclude_none=True) for step in outcome.trace],
-        "agent_steps": outcome.model_calls,
-    }
-    if toolbox.schedule_error:
-        extra["schedule_error"] = toolbox.schedule_error
-    if toolbox.schedule_slots is not None:
-        extra["schedule_slots"] = toolbox.schedule_slots
-    if transient is not None:
-        raise TransientBuildError(transient) from None
-    return result, extra
-
-
-def _run_agent(
-    task: BuildTask,
-    shared: SharedContext,
-    toolbox: PlexChannelToolbox,
-    llm: LlmClient | None,
-    meter: Callable[[str, Usage], None],
-    exhausted: Callable[[], bool],
-) -> tuple[ChannelOutcome, str | None]:
-    """Drive the tools with the model or the offline builder; the outcome and a transient error."""
-    settings = task.settings
-    channel = task.channel
-    if settings.provider == "offline" or llm is None:
-        try:
-            with toolbox.claims.held(toolbox.channel_id, toolbox.claimant):
-                return build_channel_offline(channel, toolbox, rules=settings.rules), None
-        except Exception as error:
-            session = ToolSession(toolbox, planned=channel.envelope(), rules=settings.rules)
-            return session.finish(error=f"{type(error).__name__}: {error}"), None
-    session = ToolSession(toolbox, planned=channel.envelope(), rules=settings.rules)
-    model = settings.worker_model
-
-    def check() -> None:
-        if exhausted():
-            raise BudgetStop()
-
-    try:
-        with toolbox.claims.held(toolbox.channel_id, toolbox.claimant):
-            agent = llm.run_agent(
-                model=model,
-                system=WORKER_SYSTEM_PROMPT,
-                tools=tool_definitions_api(),
-                context_block=f"{CONTEXT_HEADING}\n{shared.text}",
-                brief=render_channel_brief(channel),
-                execute=_execute(session),
-                on_usage=meter,
-                on_text=session.says,
-                before_call=check,
-            )
-    except LlmCallError as error:
-        usage = {model: error.usage} if error.usage.calls else {}
-        outcome = session.finish(model_calls=error.calls, usage=usage, error=str(error))
-        return outcome, (str(error) if error.transient and not session.finished else None)
-    except Exception as error:
-        # Plex unreachable mid-build, a database error...: this build fails, the others go on.
-        outcome = session.finish(error=f"{type(error).__name__}: {error}")
-        return outcome, None
-    usage = {model: agent.usage} if agent.calls else {}
-    outcome = session.finish(model_calls=agent.calls, usage=usage)
-    if agent.stop == "budget" and outcome.status != "created":
-        outcome = outcome.model_copy(update={"status": "skipped", "reason": BUDGET_REASON})
-    return outcome, None
-
-
-@_op(retry_policy=dg.RetryPolicy(max_retries=1, delay=2.0, backoff=dg.Backoff.EXPONENTIAL))
+@versioned_op(
+    OP_VERSION,
+    retry_policy=dg.RetryPolicy(max_retries=1, delay=2.0, backoff=dg.Backoff.EXPONENTIAL),
+)
 def build_ai_channel(
     context: dg.OpExecutionContext,
     task: BuildTask,
@@ -1013,21 +603,23 @@ def build_ai_channel(
     """
     started = datetime.now(UTC)
     settings = task.settings
-    store, ai = _stores(database)
+    stores = database.stores()
+    store, ai = stores.channels, stores.ai
     client: LlmClient | None = None
     if settings.provider == "anthropic":
         try:
             client = llm.get_client()
         except MissingApiKeyError as error:
             raise dg.Failure(description=str(error)) from error
-    meter = Meter(context, ai, settings, "build")
+    meter = Meter(ai, settings, "build", trace_identity(context))
     deps = BuildDeps(
         store=store,
         ai=ai,
+        claims=stores.claims,
         plex=plex.get_client(),
-        claimant=_claimant(context),
+        claimant=claimant(context),
         run_id=context.run_id,
-        library_items=_library_items(store, settings.source_id),
+        library_items=library_sizes(store, settings.source_id),
     )
     common: dict[str, Any] = {
         "step_name": "buildChannel",
@@ -1064,7 +656,7 @@ def build_ai_channel(
             reason="model API failed; the step is retried or the run resumed",
             error=str(error),
             **common,
-            **_usage_columns(model, usage, settings.prices),
+            **usage_columns(model, usage, settings.prices),
         )
         raise dg.Failure(description=f"channel {task.numbered.number}: {error}") from error
     usage = result.usage.get(model, Usage()) if settings.provider == "anthropic" else Usage()
@@ -1086,7 +678,7 @@ def build_ai_channel(
         trace=extra.get("trace"),
         agent_steps=extra.get("agent_steps", 0),
         **common,
-        **_usage_columns(model, usage, settings.prices),
+        **usage_columns(model, usage, settings.prices),
     )
     context.add_output_metadata(
         {
@@ -1099,11 +691,7 @@ def build_ai_channel(
     return result
 
 
-def _library_items(store: AirwaveStore, source_id: str) -> dict[str, int]:
-    return library_sizes(store, source_id)
-
-
-@_op()
+@versioned_op(OP_VERSION)
 def report_lineup(
     context: dg.OpExecutionContext,
     analyzed: AnalyzedLibrary,
@@ -1140,7 +728,7 @@ def _report(
         raise dg.Failure(
             description=(
                 f"{len(missing)} selected channel(s) have no build result: "
-                f"{', '.join(_mapping_key(n) for n in missing)}. Resume run {context.run_id} "
+                f"{', '.join(mapping_key(n) for n in missing)}. Resume run {context.run_id} "
                 "(`airwave runs resume`) to build them."
             )
         )
@@ -1158,19 +746,7 @@ def _report(
         )
         for package in plan.packages
     ]
-    usage: dict[str, Usage] = {}
-    for row in ai.spend_rows(settings.ledger_id):
-        usage = add_usage(
-            usage,
-            row["model"],
-            Usage(
-                input_tokens=row["input_tokens"],
-                output_tokens=row["output_tokens"],
-                cache_read_tokens=row["cache_read_tokens"],
-                cache_write_tokens=row["cache_write_tokens"],
-                calls=1,
-            ),
-        )
+    usage = ai.usage_by_model(settings.ledger_id)
     report = build_report(
         source_id=settings.source_id,
         provider=settings.provider,
@@ -1208,33 +784,3 @@ def _report(
         f"{len(report.failed)} failed; ${report.total_usd:.4f}"
     )
     return report
-
-
-def ai_lineup_executor(start_method: str = "forkserver") -> dg.ExecutorDefinition:
-    """The multiprocess executor bounding channel builds to BUILD_CONCURRENCY at once."""
-    method: dict[str, object] = (
-        {"forkserver": {"preload_modules": ["airwave_dagster.definitions"]}}
-        if start_method == "forkserver"
-        else {"spawn": {}}
-    )
-    return dg.multiprocess_executor.configured(
-        {"max_concurrent": BUILD_CONCURRENCY, "start_method": method}
-    )
-
-
-@dg.job(
-    executor_def=ai_lineup_executor(),
-    tags={JOB_TAG: AI_LINEUP_JOB, REPORT_OP_TAG: REPORT_LINEUP_OP},
-    description="Design a whole lineup from the library profile and build every channel with a "
-    "verifying agent (anthropic or offline), within a budget.",
-)
-def ai_lineup():
-    """Analyze → context → existing packages → plan → packages → numbers → builds → report."""
-    analyzed = analyze_library()
-    shared = build_shared_context(analyzed)
-    existing = list_existing_packages(analyzed)
-    planned = plan_lineup(analyzed, shared, existing)
-    packages = create_ai_packages(analyzed, planned)
-    numbered, builds = assign_channel_numbers(analyzed, planned, packages)
-    results = builds.map(lambda task: build_ai_channel(task, shared))
-    report_lineup(analyzed, planned, packages, numbered, results.collect())

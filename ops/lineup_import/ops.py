@@ -1,170 +1,34 @@
-"""The `import_lineup` job: plan → create packages → build channels (fan-out of 4) → report."""
+"""The `import_lineup` ops: plan the file, create packages, build each channel, summarize.
+
+Each op resolves its inputs, calls the domain or a store, traces, and returns its checkpoint;
+the build itself is `ops/lineup_import/channel_build.py`.
+"""
 
 import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
 
 import dagster as dg
-from pydantic import BaseModel, Field
 
 from airwave_dagster.domain.errors import AirwaveError
-from airwave_dagster.domain.filters import plex_sort
-from airwave_dagster.domain.import_plan import ImportPlan, PlannedChannel, plan_import
-from airwave_dagster.domain.library import MediaItem
+from airwave_dagster.domain.import_plan import plan_import
 from airwave_dagster.domain.lineup_file import check_lineup_size, parse_lineup
-from airwave_dagster.domain.schedule import (
-    INITIAL_WINDOW_SECONDS,
-    build_schedule,
-    channel_seed,
-    resolve_bumper_plan,
+from ops.lineup_import.channel_build import BuildError, BuildStep, apply_channel
+from ops.lineup_import.checkpoints import (
+    ChannelResult,
+    ChannelTask,
+    ImportLineupConfig,
+    ImportReport,
+    PackagesResult,
+    PlannedImport,
+    outcome_table,
 )
-from airwave_dagster.run_tags import (
-    CODE_VERSION_TAG,
-    IMPORT_LINEUP_JOB,
-    JOB_TAG,
-    REPORT_OP_TAG,
-    SUMMARIZE_IMPORT_OP,
-)
-from ops.steps import claimant, step_key
+from ops.steps import claimant, mapping_key, trace_identity, versioned_op
 from resources.database import DatabaseResource
 from resources.plex import PlexError, PlexResource
-from resources.stores.channels import AirwaveStore
-from resources.stores.claims import ChannelClaims
-
-IMPORT_CONCURRENCY = 4
-"""At most this many channel builds run at once (a sliding window, not waves)."""
 
 OP_VERSION = "import-v2"
 """Code version of every op of this job; bump it when an op's behaviour or output type changes."""
-
-
-def _op(**kwargs: Any) -> Any:
-    """`dg.op` with this job's code version, mirrored into a tag so each run records it."""
-    return dg.op(code_version=OP_VERSION, tags={CODE_VERSION_TAG: OP_VERSION}, **kwargs)
-
-
-class ImportLineupConfig(dg.Config):
-    """What to import and how."""
-
-    lineup_path: str | None = Field(
-        default=None,
-        description="Path of the lineup file (v1 JSON) on the machine that runs the job.",
-    )
-    lineup_json: str | None = Field(
-        default=None,
-        description="The lineup file's content inline (used instead of lineup_path when set).",
-    )
-    lineup_name: str | None = Field(
-        default=None,
-        description="Name shown in messages for an inline lineup (e.g. the uploaded file's name).",
-    )
-    dry_run: bool = Field(
-        default=False,
-        description="Plan and resolve every pool against Plex, write trace rows, change nothing.",
-    )
-    selected_numbers: list[int] | None = Field(
-        default=None,
-        description="Only import the file's channels with these numbers (unset = all).",
-    )
-
-
-class PlannedImport(BaseModel):
-    """The plan step's checkpoint: a resumed run reuses it verbatim instead of re-planning."""
-
-    plan: ImportPlan
-    lineup_name: str
-    lineup_sha256: str
-    source_id: str | None
-    dry_run: bool
-
-
-class ChannelTask(BaseModel):
-    """One mapped build: a planned channel plus what it needs from earlier steps."""
-
-    channel: PlannedChannel
-    package_id: str | None
-    source_id: str | None
-    dry_run: bool
-
-
-class PackagesResult(BaseModel):
-    """Outcome of the packages step."""
-
-    created: list[str]
-    reused: list[str]
-    would_create: list[str]
-
-
-class ChannelResult(BaseModel):
-    """Outcome of one channel of the plan (built, skipped as duplicate, or failed)."""
-
-    number: int
-    original_number: int
-    name: str
-    package_key: str | None
-    status: Literal["created", "skipped", "failed"]
-    disabled: bool = False
-    dry_run: bool = False
-    reason: str | None = None
-    channel_id: str | None = None
-    pool_size: int | None = None
-    schedule_slots: int | None = None
-    number_reassigned: bool = False
-    adopted: bool = Field(
-        default=False, description="Built by an earlier attempt of this channel and adopted."
-    )
-
-    @classmethod
-    def of(
-        cls,
-        channel: PlannedChannel,
-        *,
-        status: Literal["created", "skipped", "failed"],
-        dry_run: bool,
-        reason: str | None = None,
-    ) -> "ChannelResult":
-        """The outcome of a planned channel, before any build detail is known."""
-        return cls(
-            number=channel.assigned_number,
-            original_number=channel.original_number,
-            name=channel.name,
-            package_key=channel.package_key,
-            status=status,
-            disabled=channel.disabled,
-            dry_run=dry_run,
-            reason=reason,
-            number_reassigned=channel.number_reassigned,
-        )
-
-
-class ImportReport(BaseModel):
-    """What the import did (or, for a dry-run, would do)."""
-
-    lineup_name: str
-    dry_run: bool
-    packages_created: int
-    packages_reused: int
-    channels_created: int
-    channels_skipped: int
-    channels_disabled: int
-    channels_failed: int
-    channels_reassigned: int
-    channels: list[ChannelResult]
-
-
-def _mapping_key(number: int) -> str:
-    return f"ch_{number}"
-
-
-def _trace(context: dg.OpExecutionContext, store: AirwaveStore, **fields: object) -> None:
-    """One import trace row keyed by this run, step and attempt (best effort)."""
-    store.record_trace(
-        run_id=context.run_id,
-        step_key=step_key(context),
-        attempt=context.retry_number + 1,
-        **fields,
-    )
 
 
 def _read_lineup(config: ImportLineupConfig) -> tuple[bytes, str]:
@@ -184,7 +48,7 @@ def _read_lineup(config: ImportLineupConfig) -> tuple[bytes, str]:
         raise dg.Failure(f"{name}: cannot read the lineup file ({error.strerror})") from error
 
 
-@_op()
+@versioned_op(OP_VERSION)
 def plan_import_lineup(
     context: dg.OpExecutionContext,
     config: ImportLineupConfig,
@@ -216,9 +80,8 @@ def plan_import_lineup(
     )
     state = store.instance_state(libraries)
     plan = plan_import(lineup, state, selected_numbers=config.selected_numbers)
-    _trace(
-        context,
-        store,
+    store.record_trace(
+        **trace_identity(context),
         step_name="planImport",
         phase="plan",
         dry_run=config.dry_run,
@@ -240,9 +103,8 @@ def plan_import_lineup(
     )
     for channel in plan.channels:
         if channel.action == "skip-duplicate":
-            _trace(
-                context,
-                store,
+            store.record_trace(
+                **trace_identity(context),
                 step_name="planImport",
                 phase="channel",
                 dry_run=config.dry_run,
@@ -271,7 +133,8 @@ def plan_import_lineup(
     )
 
 
-@_op(
+@versioned_op(
+    OP_VERSION,
     out={
         "packages": dg.Out(PackagesResult),
         "channels": dg.DynamicOut(ChannelTask),
@@ -305,9 +168,8 @@ def create_packages(
         )
     for package in plan.packages:
         reused = package.key in result.reused
-        _trace(
-            context,
-            store,
+        store.record_trace(
+            **trace_identity(context),
             step_name="createPackages",
             phase="packages",
             dry_run=planned.dry_run,
@@ -326,133 +188,14 @@ def create_packages(
                 dry_run=planned.dry_run,
             ),
             output_name="channels",
-            mapping_key=_mapping_key(channel.assigned_number),
+            mapping_key=mapping_key(channel.assigned_number),
         )
 
 
-def _resolve(plex: PlexResource, planned: PlannedChannel) -> list[MediaItem]:
-    """The channel's pool from Plex (INCLUDE adds, EXCLUDE removes), in its play order."""
-    if not planned.definitions:
-        return []
-    return plex.get_client().resolve_pool(
-        [(d.mode, d.plex_filter, d.plex_library_key) for d in planned.definitions],
-        sort=plex_sort(planned.ordering, planned.sort_field, planned.sort_dir),
-    )
-
-
-def _apply_channel(
-    context: dg.OpExecutionContext,
-    task: ChannelTask,
-    store: AirwaveStore,
-    plex: PlexResource,
-    result: ChannelResult,
-    started: datetime,
-) -> None:
-    """Claim, resolve, create and schedule one channel, recording the outcome on `result`.
-
-    Reserve, don't check: the number is claimed before Plex is asked for anything, so a
-    duplicate attempt (retry, resume, orphaned step process) waits for this one and adopts its
-    channel instead of resolving the pool a second time. The definitions, the schedule and
-    enabling the row commit in one transaction; any failure deletes the claim. A dry-run claims
-    nothing and writes nothing.
-    """
-    planned = task.channel
-    notes: list[str] = []
-    if planned.dropped_kinds:
-        notes.append(f"dropped {', '.join(planned.dropped_kinds)}: only filters are portable")
-    if planned.library_unmatched:
-        notes.append("library title not on this server: searched every library of its types")
-    if planned.disabled:
-        notes.append("no portable filter: imported disabled")
-    if task.dry_run:
-        pool = _resolve(plex, planned)
-        result.pool_size = len(pool) if planned.definitions else None
-        if planned.definitions and not pool:
-            notes.append("filter matches nothing in the library: no schedule to lay")
-        result.reason = "; ".join(notes) or None
-        return
-    if task.source_id is None:
-        raise dg.Failure("the plan has no media source id; re-plan the import")
-    claims = ChannelClaims(store.engine)
-    me = claimant(context)
-    outcome = claims.claim(
-        number=planned.assigned_number,
-        claimant=me,
-        signature=planned.signature,
-        values=store.channel_values(
-            planned, source_id=task.source_id, package_id=task.package_id, run_id=context.run_id
-        ),
-    )
-    if outcome.kind == "conflict" or outcome.channel_id is None:
-        result.status = "failed"
-        notes.append(outcome.detail or "channel number conflict")
-        result.reason = "; ".join(notes)
-        return
-    result.channel_id = outcome.channel_id
-    if outcome.kind == "existing":
-        context.log.info(f"channel {planned.assigned_number} was built by an earlier attempt")
-        result.adopted = True
-        result.schedule_slots = store.schedule_count(outcome.channel_id)
-        notes.append("built by an earlier attempt: adopted, not rebuilt")
-        result.reason = "; ".join(notes)
-        return
-    # The work ledger: one row per attempt that started the expensive part of a build, so "each
-    # channel was built once" can be checked after any crash (docs/durability.md).
-    _trace(
-        context,
-        store,
-        step_name="buildChannel",
-        phase="claim",
-        dry_run=False,
-        status="claimed",
-        reason=f"took over from {outcome.took_over.describe()}" if outcome.took_over else None,
-        channel_name=planned.name,
-        channel_number=planned.assigned_number,
-        package_key=planned.package_key,
-        started_at=started,
-    )
-    if outcome.took_over is not None:
-        context.log.warning(
-            f"took over channel {planned.assigned_number} from {outcome.took_over.describe()}, "
-            "whose heartbeat had stopped"
-        )
-    enabled = planned.enabled and not planned.disabled
-    try:
-        with claims.held(outcome.channel_id, me):
-            pool = _resolve(plex, planned)
-            if planned.definitions:
-                result.pool_size = len(pool)
-                if not pool:
-                    notes.append("filter matches nothing in the library: no schedule to lay")
-            with store.transaction() as conn:
-                store.insert_definitions(conn, outcome.channel_id, planned)
-                if enabled:
-                    seed = channel_seed(outcome.channel_id)
-                    build = build_schedule(
-                        pool,
-                        ordering=planned.ordering,
-                        channel_seed=seed,
-                        start_at=started,
-                        window_seconds=INITIAL_WINDOW_SECONDS,
-                        bumpers=resolve_bumper_plan(planned.bumper_mode, enabled=True),
-                    )
-                    result.schedule_slots = store.write_schedule(
-                        outcome.channel_id,
-                        source_id=task.source_id,
-                        shuffle_seed=seed,
-                        build=build,
-                        pool=pool,
-                        conn=conn,
-                    )
-                claims.commit(conn, outcome.channel_id, me, enabled=enabled)
-    except BaseException:
-        # Failure, cancel or interrupt: give the number back so the next attempt starts clean.
-        claims.release(outcome.channel_id, me)
-        raise
-    result.reason = "; ".join(notes) or None
-
-
-@_op(retry_policy=dg.RetryPolicy(max_retries=2, delay=1.0, backoff=dg.Backoff.EXPONENTIAL))
+@versioned_op(
+    OP_VERSION,
+    retry_policy=dg.RetryPolicy(max_retries=2, delay=1.0, backoff=dg.Backoff.EXPONENTIAL),
+)
 def build_channel(
     context: dg.OpExecutionContext,
     task: ChannelTask,
@@ -468,15 +211,23 @@ def build_channel(
     """
     started = datetime.now(UTC)
     planned = task.channel
-    store = database.stores().channels
+    stores = database.stores()
+    store = stores.channels
     result = ChannelResult.of(planned, status="created", dry_run=task.dry_run)
+
+    def trace(**fields: object) -> None:
+        store.record_trace(**trace_identity(context), **fields)
+
+    step = BuildStep(
+        claimant=claimant(context), trace=trace, log=context.log.info, warn=context.log.warning
+    )
     try:
-        _apply_channel(context, task, store, plex, result, started)
+        apply_channel(step, task, stores, plex, result, started)
+    except BuildError as error:
+        raise dg.Failure(description=str(error)) from error
     except Exception as error:
         # Failed attempts are traced too, so the trace shows every attempt, not only the last.
-        _trace(
-            context,
-            store,
+        trace(
             step_name="buildChannel",
             phase="channel",
             dry_run=task.dry_run,
@@ -495,9 +246,7 @@ def build_channel(
         status = "adopted"
     elif result.status == "created" and planned.disabled:
         status = "disabled"
-    _trace(
-        context,
-        store,
+    trace(
         step_name="buildChannel",
         phase="channel",
         dry_run=task.dry_run,
@@ -524,27 +273,7 @@ def build_channel(
     return result
 
 
-def _markdown(report: ImportReport) -> str:
-    lines = [
-        "| # | channel | package | status | pool | slots | note |",
-        "|---:|---|---|---|---:|---:|---|",
-    ]
-    for c in sorted(report.channels, key=lambda c: c.number):
-        number = f"{c.number}" + (f" (was {c.original_number})" if c.number_reassigned else "")
-        status: str = "disabled" if c.status == "created" and c.disabled else c.status
-        if c.dry_run and c.status == "created":
-            status = "would create" + (" (disabled)" if c.disabled else "")
-        pool = "" if c.pool_size is None else str(c.pool_size)
-        slots = "" if c.schedule_slots is None else str(c.schedule_slots)
-        name = c.name.replace("|", "\\|")
-        note = (c.reason or "").replace("|", "\\|")
-        lines.append(
-            f"| {number} | {name} | {c.package_key or ''} | {status} | {pool} | {slots} | {note} |"
-        )
-    return "\n".join(lines)
-
-
-@_op()
+@versioned_op(OP_VERSION)
 def summarize_import(
     context: dg.OpExecutionContext,
     planned: PlannedImport,
@@ -587,9 +316,8 @@ def summarize_import(
         channels_reassigned=sum(1 for r in results if r.number_reassigned),
         channels=channels,
     )
-    _trace(
-        context,
-        database.stores().channels,
+    database.stores().channels.record_trace(
+        **trace_identity(context),
         step_name="report",
         phase="report",
         dry_run=planned.dry_run,
@@ -597,45 +325,6 @@ def summarize_import(
         output=report.model_dump(mode="json"),
     )
     context.add_output_metadata(
-        {
-            "dry_run": report.dry_run,
-            "packages_created": report.packages_created,
-            "packages_reused": report.packages_reused,
-            "channels_created": report.channels_created,
-            "channels_skipped": report.channels_skipped,
-            "channels_disabled": report.channels_disabled,
-            "channels_failed": report.channels_failed,
-            "channels_reassigned": report.channels_reassigned,
-            "channels": dg.MetadataValue.md(_markdown(report)),
-        }
+        {"dry_run": report.dry_run, **report.counts(), "channels": outcome_table(report)}
     )
     return report
-
-
-def import_executor(start_method: str = "forkserver") -> dg.ExecutorDefinition:
-    """The multiprocess executor bounding channel builds to IMPORT_CONCURRENCY at once.
-
-    forkserver preloads the code location once, so a step costs about a third of a spawned one
-    (notes/dagster-findings.md Q2).
-    """
-    method: dict[str, object] = (
-        {"forkserver": {"preload_modules": ["airwave_dagster.definitions"]}}
-        if start_method == "forkserver"
-        else {"spawn": {}}
-    )
-    return dg.multiprocess_executor.configured(
-        {"max_concurrent": IMPORT_CONCURRENCY, "start_method": method}
-    )
-
-
-@dg.job(
-    executor_def=import_executor(),
-    tags={JOB_TAG: IMPORT_LINEUP_JOB, REPORT_OP_TAG: SUMMARIZE_IMPORT_OP},
-    description="Recreate packages and channels from a lineup file (with a dry-run).",
-)
-def import_lineup():
-    """Plan → create packages → build every channel (4 at once) → report."""
-    planned = plan_import_lineup()
-    packages, channels = create_packages(planned)
-    results = channels.map(build_channel)
-    summarize_import(planned, packages, results.collect())

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
-from airwave_dagster.domain.ai.usage import Usage
+from airwave_dagster.domain.ai.usage import Usage, add_usage
 from airwave_dagster.domain.library import MediaItem
 from resources import tables as t
 from resources.stores.rows import cap_json, new_id
@@ -209,6 +209,23 @@ class AiStore:
             spent_usd=_money(row.spent_usd) or 0.0,
             calls=row.calls,
         )
+
+    def usage_by_model(self, ledger_id: str) -> dict[str, Usage]:
+        """Every charged call of a ledger, summed per model (one call per row)."""
+        usage: dict[str, Usage] = {}
+        for row in self.spend_rows(ledger_id):
+            usage = add_usage(
+                usage,
+                row["model"],
+                Usage(
+                    input_tokens=row["input_tokens"],
+                    output_tokens=row["output_tokens"],
+                    cache_read_tokens=row["cache_read_tokens"],
+                    cache_write_tokens=row["cache_write_tokens"],
+                    calls=1,
+                ),
+            )
+        return usage
 
     def spend_rows(self, ledger_id: str) -> list[dict[str, Any]]:
         """Every charged call of a ledger, oldest first."""

@@ -14,13 +14,14 @@ from airwave_dagster.domain.ai.numbering import assign_numbers
 from airwave_dagster.domain.ai.plan import sanitize_plan
 from airwave_dagster.domain.ai.tools import PoolRules
 from airwave_dagster.domain.ai.usage import PriceTable, Usage
-from ops.ai_lineup.ops import BuildDeps, BuildTask, LineupSettings, run_build
+from ops.ai_lineup.channel_build import BuildDeps, run_build
+from ops.ai_lineup.checkpoints import BuildTask, LineupSettings
 from resources import tables as t
 from resources.ai_toolbox import library_sizes
 from resources.llm import LlmResource
 from resources.plex import PlexClient
 from resources.stores.ai import AiStore
-from resources.stores.claims import Claimant
+from resources.stores.claims import ChannelClaims, Claimant
 from tests.fakes.scripted_model import ScriptedModel, small_plan
 from tests.support.ai import STUB_KEY_ENV
 
@@ -55,6 +56,7 @@ def _deps(store, plex: PlexClient, attempt: int = 1) -> BuildDeps:
     return BuildDeps(
         store=store,
         ai=AiStore(store.engine),
+        claims=ChannelClaims(store.engine),
         plex=plex,
         claimant=Claimant(run_id="run-test", step_key="build_ai_channel[ch_1001]", attempt=attempt),
         run_id="run-test",

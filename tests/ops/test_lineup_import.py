@@ -9,16 +9,17 @@ import pytest
 
 from airwave_dagster.domain.import_plan import InstanceState, plan_import
 from airwave_dagster.domain.lineup_file import parse_lineup
-from ops.lineup_import.ops import (
+from ops.lineup_import.checkpoints import (
+    OUTCOME_COLUMNS,
     ChannelResult,
     ImportLineupConfig,
     ImportReport,
     PackagesResult,
     PlannedImport,
-    _markdown,
-    _read_lineup,
-    summarize_import,
+    outcome_rows,
+    outcome_table,
 )
+from ops.lineup_import.ops import _read_lineup, summarize_import
 from resources.database import DatabaseResource
 from tests.support import lineups
 
@@ -53,7 +54,7 @@ def test_report_fails_naming_channels_without_a_build_result(clean_db: str) -> N
     assert "2 planned channel(s) have no build result: 101, 102" in str(missing.value.description)
 
 
-def test_report_table_marks_renumbering_dry_runs_and_escapes_pipes() -> None:
+def test_report_table_marks_renumbering_and_dry_runs() -> None:
     channels = [
         _result(105, "Rock | Roll").model_copy(
             update={"original_number": 101, "number_reassigned": True, "pool_size": 12}
@@ -74,11 +75,42 @@ def test_report_table_marks_renumbering_dry_runs_and_escapes_pipes() -> None:
         channels=channels,
     )
 
-    rows = _markdown(report).splitlines()
+    rows = outcome_rows(report)
 
-    assert rows[2].startswith("| 7 | c |  | would create (disabled) |")
-    assert rows[3] == "| 9 | c |  | failed |  |  | number 9 was taken |"
-    assert rows[4] == "| 105 (was 101) | Rock \\| Roll |  | created | 12 |  |  |"
+    assert [tuple(row.values()) for row in rows] == [
+        ("7", "c", "", "would create (disabled)", None, None, ""),
+        ("9", "c", "", "failed", None, None, "number 9 was taken"),
+        ("105 (was 101)", "Rock | Roll", "", "created", 12, None, ""),
+    ]
+    table = outcome_table(report)
+    assert table.schema is not None
+    assert tuple(column.name for column in table.schema.columns) == OUTCOME_COLUMNS
+    assert [record.data["status"] for record in table.records] == [
+        "would create (disabled)",
+        "failed",
+        "created",
+    ]
+
+
+def test_dry_run_counts_say_what_would_be_created() -> None:
+    report = ImportReport(
+        lineup_name="x.json",
+        dry_run=True,
+        packages_created=4,
+        packages_reused=0,
+        channels_created=13,
+        channels_skipped=0,
+        channels_disabled=1,
+        channels_failed=0,
+        channels_reassigned=1,
+        channels=[],
+    )
+
+    counts = report.counts()
+
+    assert counts["packages_to_create"] == 4
+    assert counts["channels_to_create"] == 13
+    assert "channels_created" not in counts and "packages_created" not in counts
 
 
 def test_unreadable_lineup_path_is_a_clear_failure(tmp_path) -> None:

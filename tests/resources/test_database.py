@@ -15,6 +15,7 @@ from airwave_dagster.domain.schedule import build_schedule
 from resources import tables as t
 from resources.stores.rows import TRACE_JSON_LIMIT
 from tests.support import lineups
+from tests.support.channels import create_channel
 
 pytestmark = pytest.mark.postgres
 
@@ -33,13 +34,13 @@ def _source(store) -> str:
     return store.sync_source("http://plex.test:32400", LIBRARIES)
 
 
-def test_instance_signatures_equal_the_planners(store) -> None:
+def test_instance_signatures_equal_the_planners(store, stores) -> None:
     source = _source(store)
     plan = _plan(store, lineups.genre_lineup(3))
     ids = store.ensure_packages(plan.packages).ids
     for planned in plan.creates():
-        store.create_channel(
-            planned, source_id=source, package_id=ids[planned.package_key], run_id="r1"
+        create_channel(
+            stores, planned, source_id=source, package_id=ids[planned.package_key], run_id="r1"
         )
 
     again = _plan(store, lineups.genre_lineup(3))
@@ -59,15 +60,15 @@ def test_packages_are_upserted_by_key(store) -> None:
     assert first.ids == second.ids
 
 
-def test_a_taken_number_is_adopted_only_for_the_same_channel(store) -> None:
+def test_a_taken_number_is_adopted_only_for_the_same_channel(store, stores) -> None:
     source = _source(store)
     plan = _plan(store, lineups.genre_lineup(2))
     first, second = plan.creates()
-    created = store.create_channel(first, source_id=source, package_id=None, run_id="r1")
+    created = create_channel(stores, first, source_id=source, package_id=None, run_id="r1")
 
-    retry = store.create_channel(first, source_id=source, package_id=None, run_id="r1")
+    retry = create_channel(stores, first, source_id=source, package_id=None, run_id="r1")
     other = second.model_copy(update={"assigned_number": first.assigned_number})
-    clash = store.create_channel(other, source_id=source, package_id=None, run_id="r2")
+    clash = create_channel(stores, other, source_id=source, package_id=None, run_id="r2")
 
     assert created.status == "created"
     assert (retry.status, retry.channel_id) == ("existing", created.channel_id)
@@ -76,11 +77,11 @@ def test_a_taken_number_is_adopted_only_for_the_same_channel(store) -> None:
     assert store.counts()["channels"] == 1
 
 
-def test_schedule_write_replaces_rows_and_stores_the_cursor(store) -> None:
+def test_schedule_write_replaces_rows_and_stores_the_cursor(store, stores) -> None:
     source = _source(store)
     planned = _plan(store, lineups.genre_lineup(1)).creates()[0]
-    channel_id = store.create_channel(
-        planned, source_id=source, package_id=None, run_id="r1"
+    channel_id = create_channel(
+        stores, planned, source_id=source, package_id=None, run_id="r1"
     ).channel_id
     pool = [
         MediaItem(rating_key=str(k), type="movie", title=f"Film {k}", duration_ms=5_400_000)
@@ -129,12 +130,12 @@ def test_trace_payloads_are_capped_and_failures_swallowed(store) -> None:
     assert len(row["output"]["preview"]) == 2000
 
 
-def test_instance_state_reads_numbers_and_keys(store) -> None:
+def test_instance_state_reads_numbers_and_keys(store, stores) -> None:
     source = _source(store)
     plan = _plan(store, lineups.genre_lineup(2, first_number=700, package="p"))
     store.ensure_packages(plan.packages)
     for planned in plan.creates():
-        store.create_channel(planned, source_id=source, package_id=None, run_id="r")
+        create_channel(stores, planned, source_id=source, package_id=None, run_id="r")
 
     state = store.instance_state(LIBRARIES)
 

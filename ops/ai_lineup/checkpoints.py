@@ -1,0 +1,141 @@
+"""The `ai_lineup` job's run config and checkpoints (every op output, stored as JSON).
+
+A resumed run loads these back from Postgres instead of recomputing them: the plan is never paid
+for twice and numbers are never reassigned. A change to a model's shape is a change of the job's
+code version (`OP_VERSION` in `ops/ai_lineup/ops.py`).
+"""
+
+from datetime import datetime
+from typing import Literal
+
+import dagster as dg
+from pydantic import BaseModel, Field
+
+from airwave_dagster.domain.ai.context import SharedContext
+from airwave_dagster.domain.ai.numbering import LineupNumbering, NumberedChannel
+from airwave_dagster.domain.ai.plan import ExistingPackage, PlannedChannel, SanitizedPlan
+from airwave_dagster.domain.ai.profile import LibraryProfile
+from airwave_dagster.domain.ai.tools import PoolRules
+from airwave_dagster.domain.ai.usage import PriceTable
+from resources.llm import DEFAULT_PLANNER_MODEL, DEFAULT_WORKER_MODEL
+
+Provider = Literal["anthropic", "offline"]
+
+
+class PriceConfig(dg.Config):
+    """A model's price in USD per million tokens."""
+
+    input: float = Field(description="USD per million uncached input tokens.")
+    output: float = Field(description="USD per million output tokens.")
+
+
+class AiLineupConfig(dg.Config):
+    """How to build the AI lineup."""
+
+    limit: int = Field(
+        default=0,
+        description="Build at most this many channels, picked round-robin across packages; "
+        "0 builds all. Never shrinks the plan: every planned channel is numbered.",
+    )
+    budget_usd: float | None = Field(
+        default=None,
+        description="Most the run may spend on model calls (planner included). Once spent, "
+        "builds not yet started are skipped with reason 'budget'. Unset: no limit.",
+    )
+    confirm_wipe: bool = Field(
+        default=False,
+        description="Replace this source's previous AI lineup (its AI channels and packages are "
+        "deleted). Without it a run that finds one stops before writing anything.",
+    )
+    provider: Literal["auto", "anthropic", "offline"] = Field(
+        default="auto",
+        description="'anthropic' (needs ANTHROPIC_API_KEY), 'offline' (deterministic, no "
+        "network), or 'auto': anthropic when the key is set, otherwise offline.",
+    )
+    planner_model: str = Field(default=DEFAULT_PLANNER_MODEL, description="Planner model id.")
+    worker_model: str = Field(default=DEFAULT_WORKER_MODEL, description="Channel builder model.")
+    min_runtime_hours: float = Field(
+        default=10.0, description="A channel is committed only with at least this much runtime."
+    )
+    min_pool_items: int = Field(
+        default=3, description="A channel is committed only with at least this many items."
+    )
+    planner_attempts: int = Field(
+        default=3, description="Planner calls allowed when replies break the plan schema."
+    )
+    prices: dict[str, PriceConfig] = Field(
+        default_factory=dict,
+        description="Extra or replacement prices by model id prefix (USD per million tokens).",
+    )
+
+
+class LineupSettings(BaseModel):
+    """The run's resolved settings, stored with the first checkpoint so a resume keeps them."""
+
+    provider: Provider
+    planner_model: str
+    worker_model: str
+    limit: int
+    budget_usd: float | None
+    confirm_wipe: bool
+    rules: PoolRules
+    planner_attempts: int
+    prices: PriceTable
+    ledger_id: str
+    source_id: str
+    started_at: datetime
+
+
+class AnalyzedLibrary(BaseModel):
+    """Phase 1's checkpoint: the settings and the profile every later phase uses."""
+
+    settings: LineupSettings
+    profile: LibraryProfile
+    profile_sha256: str
+    library_items: dict[str, int]
+
+
+class LineupContext(BaseModel):
+    """Phase 2's checkpoint: the shared prefix and the vocabulary it was rendered from."""
+
+    context: SharedContext
+    vocabulary: dict[str, list[str]]
+
+
+class ExistingPackages(BaseModel):
+    """Phase 3's checkpoint: non-AI packages the planner may file into (read before the wipe)."""
+
+    packages: list[ExistingPackage]
+
+
+class PlannedLineup(BaseModel):
+    """Phase 4's checkpoint: the sanitised plan (a resume never pays for a second plan)."""
+
+    sanitized: SanitizedPlan
+    model: str | None
+    attempts: int
+
+
+class CreatedPackages(BaseModel):
+    """Phase 5's checkpoint: plan package key → package id, and what the wipe removed."""
+
+    ids: dict[str, str]
+    created: list[str]
+    reused: list[str]
+    wiped_channels: int
+    wiped_packages: int
+
+
+class NumberedLineup(BaseModel):
+    """Phase 6's checkpoint: every planned channel's number, and the ones selected to build."""
+
+    numbering: LineupNumbering
+    selected: list[int]
+
+
+class BuildTask(BaseModel):
+    """One mapped build: a numbered channel and the settings it runs under."""
+
+    settings: LineupSettings
+    channel: PlannedChannel
+    numbered: NumberedChannel

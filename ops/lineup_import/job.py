@@ -1,0 +1,33 @@
+"""The `import_lineup` job: plan → create packages → build channels (4 at once) → report."""
+
+import dagster as dg
+
+from airwave_dagster.run_tags import IMPORT_LINEUP_JOB, JOB_TAG, REPORT_OP_TAG, SUMMARIZE_IMPORT_OP
+from ops.lineup_import.ops import (
+    build_channel,
+    create_packages,
+    plan_import_lineup,
+    summarize_import,
+)
+from ops.steps import fan_out_executor
+
+IMPORT_CONCURRENCY = 4
+"""At most this many channel builds run at once (a sliding window, not waves)."""
+
+
+def import_executor(start_method: str = "forkserver") -> dg.ExecutorDefinition:
+    """The multiprocess executor bounding channel builds to IMPORT_CONCURRENCY at once."""
+    return fan_out_executor(IMPORT_CONCURRENCY, start_method)
+
+
+@dg.job(
+    executor_def=import_executor(),
+    tags={JOB_TAG: IMPORT_LINEUP_JOB, REPORT_OP_TAG: SUMMARIZE_IMPORT_OP},
+    description="Recreate packages and channels from a lineup file (with a dry-run).",
+)
+def import_lineup():
+    """Plan → create packages → build every channel (4 at once) → report."""
+    planned = plan_import_lineup()
+    packages, channels = create_packages(planned)
+    results = channels.map(build_channel)
+    summarize_import(planned, packages, results.collect())
