@@ -21,7 +21,8 @@ from airwave_dagster.domain.maintenance import (
     summarize,
 )
 from airwave_dagster.domain.schedule import extend_needed
-from airwave_dagster.run_tags import CODE_VERSION_TAG, JOB_TAG
+from airwave_dagster.run_tags import JOB_TAG
+from ops.steps import fan_out_executor, versioned_op
 from resources.database import DatabaseResource
 from resources.plex import PlexClient, PlexResource
 from resources.stores.maintenance import MaintenanceStore
@@ -39,11 +40,6 @@ CRONS: dict[str, tuple[str, str]] = {
     "prune_schedules": ("prune_schedule", "0 2 * * *"),
 }
 """Schedule name and cron of each maintenance job: the cadences of spec/domain.md §5.7, in UTC."""
-
-
-def _op(**kwargs: Any) -> Any:
-    """`dg.op` with this module's code version, mirrored into a tag so each run records it."""
-    return dg.op(code_version=OP_VERSION, tags={CODE_VERSION_TAG: OP_VERSION}, **kwargs)
 
 
 class MaintenanceConfig(dg.Config):
@@ -83,7 +79,7 @@ def _channels(store: MaintenanceStore, kind: MaintenanceKind, limit: int | None)
 
 
 def _plan_op(kind: MaintenanceKind) -> dg.OpDefinition:
-    @_op(name=f"plan_{kind}", out=dg.DynamicOut(MaintenanceBatch))
+    @versioned_op(OP_VERSION, name=f"plan_{kind}", out=dg.DynamicOut(MaintenanceBatch))
     def plan(
         context: dg.OpExecutionContext, config: MaintenanceConfig, database: DatabaseResource
     ) -> Iterator[dg.DynamicOutput[MaintenanceBatch]]:
@@ -128,7 +124,7 @@ def _maintain_one(
     return action(plan, pool, datetime.now(UTC))
 
 
-@_op(retry_policy=dg.RetryPolicy(max_retries=1, delay=2.0))
+@versioned_op(OP_VERSION, retry_policy=dg.RetryPolicy(max_retries=1, delay=2.0))
 def maintain_channels(
     context: dg.OpExecutionContext,
     batch: MaintenanceBatch,
@@ -174,18 +170,34 @@ def _number(store: MaintenanceStore, channel_id: str) -> int:
         return 0
 
 
-def _markdown(outcomes: list[ChannelOutcome]) -> str:
-    lines = [
-        "| # | status | added | removed | runway (h) | note |",
-        "|---:|---|---:|---:|---:|---|",
-    ]
-    for o in sorted(outcomes, key=lambda o: o.number):
-        runway = "" if o.runway_seconds is None else f"{o.runway_seconds / 3600:.1f}"
-        note = (o.detail or "").replace("|", "\\|")
-        lines.append(
-            f"| {o.number} | {o.status} | {o.rows_added} | {o.rows_removed} | {runway} | {note} |"
+def outcome_table(outcomes: list[ChannelOutcome]) -> dg.TableMetadataValue:
+    """Every visited channel's outcome, as the run page shows it (a table, by number)."""
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn("number", "int"),
+            dg.TableColumn("status", "string"),
+            dg.TableColumn("added", "int", description="schedule rows added"),
+            dg.TableColumn("removed", "int", description="schedule rows removed"),
+            dg.TableColumn("runway_hours", "float", description="schedule left after the run"),
+            dg.TableColumn("note", "string"),
+        ]
+    )
+    records = [
+        dg.TableRecord(
+            {
+                "number": o.number,
+                "status": o.status,
+                "added": o.rows_added,
+                "removed": o.rows_removed,
+                "runway_hours": None
+                if o.runway_seconds is None
+                else round(o.runway_seconds / 3600, 1),
+                "note": o.detail or "",
+            }
         )
-    return "\n".join(lines)
+        for o in sorted(outcomes, key=lambda o: o.number)
+    ]
+    return dg.MetadataValue.table(records=records, schema=schema)
 
 
 def summary_metadata(summary: MaintenanceSummary) -> dict[str, Any]:
@@ -207,7 +219,7 @@ def summary_metadata(summary: MaintenanceSummary) -> dict[str, Any]:
 
 
 def _summarize_op(kind: MaintenanceKind) -> dg.OpDefinition:
-    @_op(name=f"summarize_{kind}")
+    @versioned_op(OP_VERSION, name=f"summarize_{kind}")
     def summarize_run(
         context: dg.OpExecutionContext, batches: list[BatchOutcomes]
     ) -> MaintenanceSummary:
@@ -217,7 +229,7 @@ def _summarize_op(kind: MaintenanceKind) -> dg.OpDefinition:
         for failure in summary.failures:
             context.log.warning(f"{kind} failed for channel {failure}")
         context.add_output_metadata(
-            {**summary_metadata(summary), "channels": dg.MetadataValue.md(_markdown(outcomes))}
+            {**summary_metadata(summary), "channels": outcome_table(outcomes)}
         )
         return summary
 
@@ -226,12 +238,7 @@ def _summarize_op(kind: MaintenanceKind) -> dg.OpDefinition:
 
 def maintenance_executor() -> dg.ExecutorDefinition:
     """The multiprocess executor bounding maintenance batches (forkserver, as imports use)."""
-    return dg.multiprocess_executor.configured(
-        {
-            "max_concurrent": MAINTENANCE_CONCURRENCY,
-            "start_method": {"forkserver": {"preload_modules": ["airwave_dagster.definitions"]}},
-        }
-    )
+    return fan_out_executor(MAINTENANCE_CONCURRENCY)
 
 
 def _maintenance_job(kind: MaintenanceKind, name: str, description: str) -> dg.JobDefinition:
@@ -273,7 +280,7 @@ follow_library = _maintenance_job(
 )
 
 
-@_op()
+@versioned_op(OP_VERSION)
 def prune_schedule_rows(context: dg.OpExecutionContext, database: DatabaseResource) -> int:
     """Delete schedule rows that started more than 6 hours ago and have ended."""
     pruned = database.stores().maintenance.prune(datetime.now(UTC))

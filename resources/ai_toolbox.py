@@ -22,9 +22,9 @@ from airwave_dagster.domain.ai.tools import (
     CommittedChannel,
     FilterPreview,
     PreviewDetail,
-    ToolError,
     summarise_pool,
 )
+from airwave_dagster.domain.errors import ToolError
 from airwave_dagster.domain.filters import FilterEnvelope, plex_sort
 from airwave_dagster.domain.library import MediaItem, MediaType
 from airwave_dagster.domain.lineup_file import Ordering

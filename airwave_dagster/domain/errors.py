@@ -4,10 +4,13 @@ The tree::
 
     AirwaveError                 anything Airwave refuses on purpose (catch this one at the edges)
      ├── LineupFileError         an uploaded lineup file is unreadable or breaks the v1 format
-     └── FilterError             a `plexFilter` envelope is malformed or names unusable fields
+     ├── FilterError             a `plexFilter` envelope is malformed or names unusable fields
+     ├── PlanSchemaError         the AI planner's lineup plan breaks the plan schema
+     └── ToolError               a channel builder's tool call fails (the model sees the message)
 
-Both leaves carry every problem found, not only the first, as `Issue` values: a JSON path into the
-offending document (`$.channels[2].number`) and a message naming the bad value and what is allowed.
+The first three carry every problem found, not only the first, as `Issue` values: a JSON path into
+the offending document (`$.channels[2].number`) and a message naming the bad value and what is
+allowed.
 """
 
 from __future__ import annotations
@@ -62,6 +65,31 @@ class FilterError(AirwaveError):
     def __init__(self, issues: Sequence[Issue]) -> None:
         self.issues = list(issues)
         super().__init__(_render("filter", self.issues))
+
+
+class PlanSchemaError(AirwaveError):
+    """The planner's tool input does not follow the plan schema.
+
+    Attributes:
+        issues: Every violation, each with a JSON path such as `$.packages[0].channels[2].name`.
+    """
+
+    def __init__(self, issues: Sequence[Issue]) -> None:
+        self.issues = list(issues)
+        count = len(self.issues)
+        lines = [f"the planner's lineup plan breaks the schema ({count} problem(s)):"]
+        lines.extend(f"  {issue}" for issue in self.issues[:50])
+        if count > 50:
+            lines.append(f"  ... and {count - 50} more")
+        super().__init__("\n".join(lines))
+
+
+class ToolError(AirwaveError):
+    """A tool call the model should see fail: returned as an error tool result, loop continues."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
 
 
 def _render(subject: str, issues: Sequence[Issue]) -> str:

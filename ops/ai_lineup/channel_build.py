@@ -8,6 +8,7 @@ directly.
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from airwave_dagster.domain.ai.context import SharedContext
@@ -25,8 +26,28 @@ from resources.ai_toolbox import PlexChannelToolbox
 from resources.llm import BudgetStop, LlmCallError, LlmClient, ToolOutcome
 from resources.plex import PlexClient
 from resources.stores.ai import AiStore
-from resources.stores.channels import AirwaveStore
+from resources.stores.channels import AirwaveStore, channel_row
 from resources.stores.claims import ChannelClaims, Claimant
+
+
+def build_trace_fields(task: BuildTask, context_sha256: str, started: datetime) -> dict[str, Any]:
+    """The trace columns every row of one build attempt shares (what was asked of it)."""
+    channel = task.channel
+    return {
+        "step_name": "buildChannel",
+        "phase": "build",
+        "channel_key": channel.key,
+        "channel_number": task.numbered.number,
+        "channel_name": channel.name,
+        "context_sha256": context_sha256,
+        "started_at": started,
+        "input": {
+            "theme": channel.theme,
+            "targetPoolSize": channel.target_pool_size,
+            "mediaTypes": list(channel.media_types),
+            "proposedFilter": channel.filter.model_dump(mode="json", by_alias=True),
+        },
+    }
 
 
 def channel_signature(settings: LineupSettings, channel_key: str) -> str:
@@ -37,20 +58,20 @@ def channel_signature(settings: LineupSettings, channel_key: str) -> str:
 
 def _claim_values(task: BuildTask, run_id: str) -> dict[str, Any]:
     channel = task.channel
-    return {
-        "name": channel.name.strip(),
-        "description": channel.description or None,
-        "callsign": channel.callsign,
-        "icon": channel.icon,
-        "tint": task.numbered.accent,
-        "ordering": channel.ordering,
-        "sort_field": channel.sort_field or "title",
-        "sort_dir": channel.sort_dir or "asc",
-        "media_source_id": task.settings.source_id,
-        "package_id": task.numbered.package_id,
-        "ai_generated": True,
-        "created_by_run_id": run_id,
-    }
+    return channel_row(
+        name=channel.name,
+        description=channel.description or None,
+        callsign=channel.callsign,
+        icon=channel.icon,
+        tint=task.numbered.accent,
+        ordering=channel.ordering,
+        sort_field=channel.sort_field or "title",
+        sort_dir=channel.sort_dir or "asc",
+        media_source_id=task.settings.source_id,
+        package_id=task.numbered.package_id,
+        run_id=run_id,
+        ai_generated=True,
+    )
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,17 @@
 import dagster as dg
 
 from airwave_dagster.run_tags import AI_LINEUP_JOB, JOB_TAG, REPORT_LINEUP_OP, REPORT_OP_TAG
-from ops.ai_lineup.ops import (
-    analyze_library,
+from ops.ai_lineup.build_ops import (
     assign_channel_numbers,
     build_ai_channel,
-    build_shared_context,
     create_ai_packages,
+    report_lineup,
+)
+from ops.ai_lineup.ops import (
+    analyze_library,
+    build_shared_context,
     list_existing_packages,
     plan_lineup,
-    report_lineup,
 )
 from ops.steps import fan_out_executor
 

@@ -28,7 +28,7 @@ from airwave_dagster.domain.lineup_file import (
 )
 from airwave_dagster.domain.schedule import ScheduleBuild, ScheduleCursor, cursor_to_storage
 from resources import tables as t
-from resources.stores.rows import cap_json, new_id
+from resources.stores.rows import cap_json, media_item_row, new_id
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,48 @@ class PackagesOutcome:
     ids: dict[str, str | None]
     created: tuple[str, ...]
     reused: tuple[str, ...]
+
+
+def channel_row(
+    *,
+    name: str,
+    callsign: str | None,
+    description: str | None,
+    icon: str | None,
+    tint: str | None,
+    ordering: str,
+    sort_field: str,
+    sort_dir: str,
+    media_source_id: str,
+    package_id: str | None,
+    run_id: str,
+    sort_index: int | None = None,
+    bumper_mode: str | None = None,
+    ai_generated: bool = False,
+) -> dict[str, Any]:
+    """A channel row's content columns (number and claim columns are the claim's), one shape
+    for every writer: the importer and the AI builder.
+    """
+    row: dict[str, Any] = {
+        "name": name.strip(),
+        "callsign": callsign,
+        "description": description,
+        "icon": icon,
+        "tint": tint,
+        "ordering": ordering,
+        "sort_field": sort_field,
+        "sort_dir": sort_dir,
+        "media_source_id": media_source_id,
+        "package_id": package_id,
+        "created_by_run_id": run_id,
+    }
+    if sort_index is not None:
+        row["sort_index"] = sort_index
+    if bumper_mode is not None:
+        row["bumper_mode"] = bumper_mode
+    if ai_generated:
+        row["ai_generated"] = True
+    return row
 
 
 class AirwaveStore:
@@ -211,21 +253,21 @@ class AirwaveStore:
         planned: PlannedChannel, *, source_id: str, package_id: str | None, run_id: str
     ) -> dict[str, Any]:
         """The channel row's columns for a planned import channel (number and claim excluded)."""
-        return {
-            "name": planned.name.strip(),
-            "callsign": planned.callsign,
-            "description": planned.description,
-            "icon": planned.icon,
-            "tint": planned.tint,
-            "sort_index": planned.sort_index,
-            "ordering": planned.ordering,
-            "sort_field": planned.sort_field,
-            "sort_dir": planned.sort_dir,
-            "bumper_mode": planned.bumper_mode,
-            "media_source_id": source_id,
-            "package_id": package_id,
-            "created_by_run_id": run_id,
-        }
+        return channel_row(
+            name=planned.name,
+            callsign=planned.callsign,
+            description=planned.description,
+            icon=planned.icon,
+            tint=planned.tint,
+            ordering=planned.ordering,
+            sort_field=planned.sort_field,
+            sort_dir=planned.sort_dir,
+            media_source_id=source_id,
+            package_id=package_id,
+            run_id=run_id,
+            sort_index=planned.sort_index,
+            bumper_mode=planned.bumper_mode,
+        )
 
     @staticmethod
     def insert_definitions(conn: Connection, channel_id: str, planned: PlannedChannel) -> None:
@@ -316,21 +358,7 @@ class AirwaveStore:
     ) -> dict[str, int]:
         if not items:
             return {}
-        rows = [
-            {
-                "media_source_id": source_id,
-                "rating_key": item.rating_key,
-                "type": item.type,
-                "title": item.title,
-                "duration_ms": item.duration_ms,
-                "year": item.year,
-                "air_date": item.originally_available_at,
-                "parent_rating_key": item.show_rating_key,
-                "guide": item.model_dump(mode="json", exclude_none=True),
-                "available": True,
-            }
-            for item in items
-        ]
+        rows = [media_item_row(source_id, item) for item in items]
         stmt = pg_insert(t.media_item)
         stmt = stmt.on_conflict_do_update(
             constraint="media_item_source_rating_key",

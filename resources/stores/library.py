@@ -9,10 +9,10 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from airwave_dagster.domain.library import MediaItem
 from resources import tables as t
 from resources.plex import PlexClient, PlexError
 from resources.stores.channels import AirwaveStore
+from resources.stores.rows import media_guide, media_item_row
 
 WRITE_BATCH = 1000
 """Rows per upsert statement: large enough to amortise round trips, small enough to stay cheap."""
@@ -101,11 +101,11 @@ def sync_library(
             previous = before.get(item.rating_key)
             if previous is None or not previous[0]:
                 added.append(item.rating_key)
-            elif _news(previous[1]) != _news(_guide(item)):
+            elif _news(previous[1]) != _news(media_guide(item)):
                 updated.append(item.rating_key)
         removed = [key for key, (available, _) in before.items() if available and key not in seen]
         for batch in _batches(items, WRITE_BATCH):
-            conn.execute(_upsert(), [_row(source_id, item) for item in batch])
+            conn.execute(_upsert(), [media_item_row(source_id, item) for item in batch])
         for keys in _batches(removed, WRITE_BATCH):
             conn.execute(
                 t.media_item.update()
@@ -165,27 +165,8 @@ def _snapshot(conn: sa.Connection, source_id: str) -> dict[str, tuple[bool, dict
     return {row.rating_key: (row.available, row.guide or {}) for row in rows}
 
 
-def _guide(item: MediaItem) -> dict[str, Any]:
-    return item.model_dump(mode="json", exclude_none=True)
-
-
 def _news(guide: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in guide.items() if key not in VOLATILE_FIELDS}
-
-
-def _row(source_id: str, item: MediaItem) -> dict[str, Any]:
-    return {
-        "media_source_id": source_id,
-        "rating_key": item.rating_key,
-        "type": item.type,
-        "title": item.title,
-        "duration_ms": item.duration_ms,
-        "year": item.year,
-        "air_date": item.originally_available_at,
-        "parent_rating_key": item.show_rating_key,
-        "guide": _guide(item),
-        "available": True,
-    }
 
 
 def _upsert() -> Any:

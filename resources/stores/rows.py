@@ -1,9 +1,12 @@
-"""Row helpers every store shares: ids, capped JSON payloads."""
+"""Row shapes more than one store writes: ids, capped JSON payloads, media items."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
+
+from airwave_dagster.domain.library import MediaItem
 
 TRACE_JSON_LIMIT = 200_000
 """Trace payloads whose JSON exceeds this many characters are replaced by a truncation note."""
@@ -23,3 +26,24 @@ def cap_json(value: object) -> object:
     if len(text) > TRACE_JSON_LIMIT:
         return {"truncated": True, "chars": len(text), "preview": text[:2000]}
     return json.loads(text)
+
+
+def media_guide(item: MediaItem) -> dict[str, Any]:
+    """What a media item row keeps of the item for the guide (every known field)."""
+    return item.model_dump(mode="json", exclude_none=True)
+
+
+def media_item_row(source_id: str, item: MediaItem) -> dict[str, Any]:
+    """The `airwave.media_item` row of an item, available, as every writer stores it."""
+    return {
+        "media_source_id": source_id,
+        "rating_key": item.rating_key,
+        "type": item.type,
+        "title": item.title,
+        "duration_ms": item.duration_ms,
+        "year": item.year,
+        "air_date": item.originally_available_at,
+        "parent_rating_key": item.show_rating_key,
+        "guide": media_guide(item),
+        "available": True,
+    }

@@ -49,22 +49,9 @@ def synced(store, plex_emulator, library_snapshot) -> str:
 def insert_items(store: Any, source_id: str, items: list[Any]) -> None:
     """Write media item rows as a snapshot (or a schedule write) would."""
     from resources import tables as t
+    from resources.stores.rows import media_item_row
 
-    rows = [
-        {
-            "media_source_id": source_id,
-            "rating_key": item.rating_key,
-            "type": item.type,
-            "title": item.title,
-            "duration_ms": item.duration_ms,
-            "year": item.year,
-            "air_date": item.originally_available_at,
-            "parent_rating_key": item.show_rating_key,
-            "guide": item.model_dump(mode="json", exclude_none=True),
-            "available": True,
-        }
-        for item in items
-    ]
+    rows = [media_item_row(source_id, item) for item in items]
     with store.transaction() as conn:
         conn.execute(t.media_item.insert(), rows)
 

@@ -32,8 +32,8 @@ API (stable; every model is a frozen pydantic model that round-trips through JSO
   (`.call`, `.says`, `.finish -> ChannelOutcome`); `FilterPreview`, `ShowSample`,
   `summarise_pool(items, *, detail, library_items)`; `verify_pool(preview, min_items=3,
   min_runtime_hours=10.0) -> list[str]`; `PoolRules`; `CommittedChannel`; `ChannelOutcome`,
-  `TraceStep`; limits `MAX_MODEL_CALLS` (24), `MIN_POOL_ITEMS`, `MIN_RUNTIME_HOURS`,
-  `WORKER_MAX_OUTPUT_TOKENS`, `PLANNER_MAX_OUTPUT_TOKENS`.
+  `TraceStep`; limits `MAX_MODEL_CALLS` (24), `MIN_POOL_ITEMS`, `MIN_RUNTIME_HOURS` (the
+  output caps per call are the LLM resource's: `resources/llm.py`).
 - `prompts`: `PLANNER_SYSTEM_PROMPT`, `WORKER_SYSTEM_PROMPT`, `CONTEXT_HEADING`,
   `render_planner_prompt(context, existing_packages)`, `render_channel_brief(channel)`.
 - `offline`: `offline_plan(profile, vocabulary, existing_packages=()) -> LineupPlan`,

@@ -38,7 +38,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails
 
-from airwave_dagster.domain.errors import AirwaveError, Issue
+from airwave_dagster.domain.errors import Issue, PlanSchemaError
 from airwave_dagster.domain.filters import (
     ALLOWED_OPS,
     FIELDS,
@@ -363,23 +363,6 @@ def to_filter_node(node: PlanCondition | PlanGroup | PlanInnerGroup) -> FilterNo
     if isinstance(node, PlanCondition):
         return Condition.model_validate({"field": node.field, "op": node.op, "value": node.value})
     return Group(combinator=node.combinator, children=[to_filter_node(c) for c in node.children])
-
-
-class PlanSchemaError(AirwaveError):
-    """The planner's tool input does not follow the plan schema.
-
-    Attributes:
-        issues: Every violation, each with a JSON path such as `$.packages[0].channels[2].name`.
-    """
-
-    def __init__(self, issues: Sequence[Issue]) -> None:
-        self.issues = list(issues)
-        count = len(self.issues)
-        lines = [f"the planner's lineup plan breaks the schema ({count} problem(s)):"]
-        lines.extend(f"  {issue}" for issue in self.issues[:50])
-        if count > 50:
-            lines.append(f"  ... and {count - 50} more")
-        super().__init__("\n".join(lines))
 
 
 def parse_plan(raw: object) -> LineupPlan:

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from airwave_dagster.domain.ai.plan import selects_something
 from airwave_dagster.domain.ai.usage import Usage
-from airwave_dagster.domain.errors import FilterError, did_you_mean
+from airwave_dagster.domain.errors import FilterError, ToolError, did_you_mean
 from airwave_dagster.domain.filters import (
     ALLOWED_OPS,
     FIELDS,
@@ -56,11 +56,6 @@ MIN_POOL_ITEMS = 3
 MIN_RUNTIME_HOURS = 10.0
 """Least programming a committed channel may have, in hours (issue 4; configurable)."""
 
-WORKER_MAX_OUTPUT_TOKENS = 4096
-"""Output cap per worker call: well below the SDK's non-streaming ceiling."""
-
-PLANNER_MAX_OUTPUT_TOKENS = 32_000
-"""Output cap of the planner call (spec §5.2); needs streaming with the Python SDK."""
 
 TRACE_RESULT_CHARS = 600
 """Characters of a tool result kept in the trace (spec §6.5)."""
@@ -74,14 +69,6 @@ COMPACT_SAMPLES = 15
 PreviewDetail = Literal["quick", "compact"]
 BuildStatus = Literal["created", "skipped", "failed"]
 Terminal = Literal["committed", "gave_up"]
-
-
-class ToolError(Exception):
-    """A tool call the model should see fail: returned as an error tool result, loop continues."""
-
-    def __init__(self, message: str) -> None:
-        self.message = message
-        super().__init__(message)
 
 
 class PoolRules(BaseModel):

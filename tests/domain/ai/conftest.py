@@ -19,9 +19,9 @@ from airwave_dagster.domain.ai.tools import (
     CommittedChannel,
     FilterPreview,
     PreviewDetail,
-    ToolError,
     summarise_pool,
 )
+from airwave_dagster.domain.errors import ToolError
 from airwave_dagster.domain.filters import Condition, FilterEnvelope, FilterNode, Group, evaluate
 from airwave_dagster.domain.library import MediaItem, MediaType
 from airwave_dagster.emulators.plex.dataset import EmulatedLibrary, build_library

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from airwave_dagster.domain.ai.plan import (
     ExistingPackage,
     LineupPlan,
-    PlanSchemaError,
     coerce_accent,
     number_text,
     package_slug,
@@ -23,6 +22,7 @@ from airwave_dagster.domain.ai.plan import (
     sanitize_plan,
     slugify,
 )
+from airwave_dagster.domain.errors import PlanSchemaError
 from airwave_dagster.domain.filters import FIELDS, OPS, Condition, Group
 
 

@@ -1,0 +1,320 @@
+"""The `ai_lineup` ops that write: packages, numbers, one build per channel, the report.
+
+Thin adapters like the design ops in `ops/ai_lineup/ops.py`; the build itself is
+`ops/ai_lineup/channel_build.py` and the report `ops/ai_lineup/reporting.py`.
+"""
+
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from airwave_dagster.domain.ai.numbering import ExistingChannel, assign_numbers, build_order
+from airwave_dagster.domain.ai.plan import (
+    coerce_accent,
+    package_slug,
+)
+from airwave_dagster.domain.ai.report import (
+    ChannelBuildResult,
+    LineupReport,
+    render_markdown,
+)
+from airwave_dagster.domain.ai.usage import Usage
+from ops.ai_lineup.channel_build import (
+    BuildDeps,
+    TransientBuildError,
+    build_trace_fields,
+    run_build,
+)
+from ops.ai_lineup.checkpoints import (
+    AnalyzedLibrary,
+    BuildTask,
+    CreatedPackages,
+    LineupContext,
+    NumberedLineup,
+    PlannedLineup,
+)
+from ops.ai_lineup.metering import Meter, usage_columns
+from ops.ai_lineup.ops import OP_VERSION, _phase, _stores, _trace
+from ops.ai_lineup.reporting import assemble_report, report_metadata
+from ops.library_assets import (
+    AI_LINEUP_KEY,
+)
+from ops.steps import claimant, mapping_key, trace_identity, versioned_op
+from resources.ai_toolbox import library_sizes
+from resources.database import DatabaseResource
+from resources.llm import (
+    LlmClient,
+    LlmResource,
+    MissingApiKeyError,
+)
+from resources.plex import PlexResource
+from resources.stores.ai import NewPackage
+
+
+@versioned_op(OP_VERSION)
+def create_ai_packages(
+    context: dg.OpExecutionContext,
+    analyzed: AnalyzedLibrary,
+    planned: PlannedLineup,
+    database: DatabaseResource,
+) -> CreatedPackages:
+    """Replace this source's previous AI lineup with the plan's packages (one transaction).
+
+    Destructive, so guarded: when a previous AI lineup of this source exists and `confirm_wipe`
+    is not set, the step stops before any write and says what would be deleted. Only
+    AI-generated rows of this source are wiped; manual and preset rows are never touched.
+    """
+    settings = analyzed.settings
+    _, ai = _stores(database)
+    previous = ai.wipe_counts(settings.source_id)
+    if previous.anything and not settings.confirm_wipe:
+        message = (
+            f"a previous AI lineup of this source exists: {previous.channels} AI channel(s) in "
+            f"{previous.packages} AI package(s) ({previous.schedule_items} schedule rows) would "
+            "be deleted. Nothing was changed. To replace it, run again with confirm_wipe: true "
+            "(`airwave lineup --confirm-wipe`)."
+        )
+        _trace(
+            context,
+            ai,
+            step_name="createPackages",
+            phase="packages",
+            status="failed",
+            reason=message,
+        )
+        raise dg.Failure(description=message)
+    plan = planned.sanitized.plan
+    reuse = {p.key: p.existing_key for p in plan.packages if p.existing_key}
+    create = [
+        NewPackage(
+            plan_key=p.key,
+            key=package_slug(p.name, ()),
+            name=p.name,
+            description=p.description or None,
+            icon=p.icon,
+            tint=coerce_accent(p.accent),
+        )
+        for p in plan.packages
+    ]
+    wiped, ids, created = ai.replace_ai_packages(settings.source_id, reuse=reuse, create=create)
+    reused = [key for key in ids if key not in created]
+    _trace(
+        context,
+        ai,
+        step_name="createPackages",
+        phase="packages",
+        status="ok",
+        output={
+            "wiped": {"channels": wiped.channels, "packages": wiped.packages},
+            "created": created,
+            "reused": reused,
+        },
+    )
+    context.add_output_metadata(
+        {
+            "wiped_channels": wiped.channels,
+            "wiped_packages": wiped.packages,
+            "created": len(created),
+            "reused": len(reused),
+        }
+    )
+    return CreatedPackages(
+        ids=ids,
+        created=created,
+        reused=reused,
+        wiped_channels=wiped.channels,
+        wiped_packages=wiped.packages,
+    )
+
+
+@versioned_op(
+    OP_VERSION, out={"numbered": dg.Out(NumberedLineup), "builds": dg.DynamicOut(BuildTask)}
+)
+def assign_channel_numbers(
+    context: dg.OpExecutionContext,
+    analyzed: AnalyzedLibrary,
+    planned: PlannedLineup,
+    packages: CreatedPackages,
+    database: DatabaseResource,
+):
+    """Number every planned channel against live state (after the wipe), then fan out builds.
+
+    Each package owns a block of 100 from 1000; numbers already taken are skipped. `limit` picks
+    the builds round-robin across packages, but every planned channel gets its number.
+    """
+    settings = analyzed.settings
+    _, ai = _stores(database)
+    with _phase(context, ai, "assignNumbers", "numbering"):
+        live = ai.channel_numbers()
+        numbering = assign_numbers(
+            planned.sanitized.plan,
+            live.keys(),
+            package_ids=packages.ids,
+            existing_channels=[ExistingChannel(number=n, package_id=p) for n, p in live.items()],
+        )
+    selected = build_order(numbering, settings.limit or None)
+    if len(selected) < len(numbering.channels):
+        context.log.info(f"planned {len(numbering.channels)} channels; building {len(selected)}")
+    _trace(
+        context,
+        ai,
+        step_name="assignNumbers",
+        phase="numbering",
+        status="ok",
+        output={
+            "numbers": {c.key: c.number for c in numbering.channels},
+            "selected": [c.number for c in selected],
+        },
+    )
+    yield dg.Output(
+        NumberedLineup(numbering=numbering, selected=[c.number for c in selected]),
+        output_name="numbered",
+    )
+    plan = planned.sanitized.plan
+    for numbered in selected:
+        yield dg.DynamicOutput(
+            BuildTask(settings=settings, channel=plan.channel(numbered.key), numbered=numbered),
+            output_name="builds",
+            mapping_key=mapping_key(numbered.number),
+        )
+
+
+@versioned_op(
+    OP_VERSION,
+    retry_policy=dg.RetryPolicy(max_retries=1, delay=2.0, backoff=dg.Backoff.EXPONENTIAL),
+)
+def build_ai_channel(
+    context: dg.OpExecutionContext,
+    task: BuildTask,
+    shared: LineupContext,
+    database: DatabaseResource,
+    plex: PlexResource,
+    llm: LlmResource,
+) -> ChannelBuildResult:
+    """Reserve the channel number, let the agent verify and commit its filter, lay 12 h.
+
+    The commit re-resolves the filter itself and refuses pools under the minimum items or
+    runtime. A failed or abandoned build deletes its reservation; a duplicate start adopts the
+    committed channel without calling the model. A transient model-API failure (after the SDK's
+    retries) fails the step so a retry or resume builds it again.
+    """
+    started = datetime.now(UTC)
+    settings = task.settings
+    stores = database.stores()
+    store, ai = stores.channels, stores.ai
+    client: LlmClient | None = None
+    if settings.provider == "anthropic":
+        try:
+            client = llm.get_client()
+        except MissingApiKeyError as error:
+            raise dg.Failure(description=str(error)) from error
+    meter = Meter(ai, settings, "build", trace_identity(context))
+    deps = BuildDeps(
+        store=store,
+        ai=ai,
+        claims=stores.claims,
+        plex=plex.get_client(),
+        claimant=claimant(context),
+        run_id=context.run_id,
+        library_items=library_sizes(store, settings.source_id),
+    )
+    common = build_trace_fields(task, shared.context.sha256, started)
+    model = settings.worker_model if settings.provider == "anthropic" else "offline"
+    try:
+        result, extra = run_build(
+            task,
+            shared.context,
+            deps,
+            llm=client,
+            meter=meter,
+            exhausted=meter.exhausted,
+            log=context.log.info,
+        )
+    except TransientBuildError as error:
+        usage = meter.by_model.get(settings.worker_model, Usage())
+        _trace(
+            context,
+            ai,
+            status="failed",
+            reason="model API failed; the step is retried or the run resumed",
+            error=str(error),
+            **common,
+            **usage_columns(model, usage, settings.prices),
+        )
+        raise dg.Failure(description=f"channel {task.numbered.number}: {error}") from error
+    usage = result.usage.get(model, Usage()) if settings.provider == "anthropic" else Usage()
+    status = {"created": "ok", "skipped": "skipped", "failed": "failed"}[result.status]
+    _trace(
+        context,
+        ai,
+        status=status,
+        reason=result.reason,
+        error=result.reason if result.status == "failed" else None,
+        output={
+            "status": result.status,
+            "channelId": result.channel_id,
+            "poolItems": result.pool_items,
+            "poolHours": result.pool_hours,
+            "scheduleSlots": extra.get("schedule_slots"),
+            "scheduleError": extra.get("schedule_error"),
+        },
+        trace=extra.get("trace"),
+        agent_steps=extra.get("agent_steps", 0),
+        **common,
+        **usage_columns(model, usage, settings.prices),
+    )
+    context.add_output_metadata(
+        {
+            "number": task.numbered.number,
+            "status": result.status,
+            "pool_items": result.pool_items if result.pool_items is not None else -1,
+            "model_calls": result.model_calls,
+        }
+    )
+    return result
+
+
+@versioned_op(OP_VERSION)
+def report_lineup(
+    context: dg.OpExecutionContext,
+    analyzed: AnalyzedLibrary,
+    planned: PlannedLineup,
+    packages: CreatedPackages,
+    numbered: NumberedLineup,
+    results: list[ChannelBuildResult],
+    database: DatabaseResource,
+) -> LineupReport:
+    """Collect every build into the report; remove AI packages that ended up empty.
+
+    Fails loudly if a selected channel has no build result (for example after a crash that a
+    plain re-execution did not repair), naming the missing channel numbers. Spend counts every
+    model call of the lineup from the ledger: planner, retries and failed attempts included.
+    """
+    _, ai = _stores(database)
+    with _phase(context, ai, "reportLineup", "report"):
+        missing = [n for n in numbered.selected if n not in {r.number for r in results}]
+        if missing:
+            raise dg.Failure(
+                description=(
+                    f"{len(missing)} selected channel(s) have no build result: "
+                    f"{', '.join(mapping_key(n) for n in missing)}. Resume run {context.run_id} "
+                    "(`airwave runs resume`) to build them."
+                )
+            )
+        report = assemble_report(analyzed, planned, packages, results, ai)
+        _trace(
+            context,
+            ai,
+            step_name="reportLineup",
+            phase="report",
+            status="ok",
+            output={**report.model_dump(mode="json"), "markdown": render_markdown(report)},
+        )
+        metadata = report_metadata(report)
+        context.log_event(dg.AssetMaterialization(asset_key=AI_LINEUP_KEY, metadata=metadata))
+        context.add_output_metadata(metadata)
+        context.log.info(
+            f"AI lineup: {report.channels_built} built, {len(report.skipped)} skipped, "
+            f"{len(report.failed)} failed; ${report.total_usd:.4f}"
+        )
+        return report

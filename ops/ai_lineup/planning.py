@@ -1,0 +1,205 @@
+"""Planning an AI lineup: the provider, the vocabulary, and the planner model's bounded retries.
+
+Plain Python over the stores and clients (no Dagster context); the ops in `ops/ai_lineup/ops.py`
+turn `PlanningError` into a step failure.
+"""
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from airwave_dagster.domain.ai.context import VOCABULARY_FIELDS
+from airwave_dagster.domain.ai.plan import (
+    SanitizedPlan,
+    plan_input_schema,
+    sanitize_plan,
+)
+from airwave_dagster.domain.ai.prompts import (
+    PLANNER_SYSTEM_PROMPT,
+    PLANNER_TOOL_DESCRIPTION,
+    PLANNER_TOOL_NAME,
+    render_planner_prompt,
+)
+from airwave_dagster.domain.ai.tools import PoolRules
+from airwave_dagster.domain.errors import PlanSchemaError
+from ops.ai_lineup.checkpoints import (
+    AiLineupConfig,
+    ExistingPackages,
+    LineupContext,
+    LineupSettings,
+    Provider,
+)
+from ops.ai_lineup.metering import Meter, price_table, unpriced_budget_problem, usage_columns
+from resources.llm import PLANNER_MAX_TOKENS, LlmCallError, LlmClient, LlmResource
+from resources.plex import PlexClient
+from resources.stores.ai import AiStore
+
+
+class PlanningError(RuntimeError):
+    """The lineup cannot be planned; the message says why and what to do."""
+
+
+def resolve_provider(config: AiLineupConfig, llm: LlmResource) -> Provider:
+    """The provider a run uses: as configured, or (auto) anthropic when its key is set.
+
+    Raises:
+        PlanningError: The anthropic provider is asked for without its key.
+    """
+    if config.provider == "offline":
+        return "offline"
+    if config.provider == "anthropic":
+        if not llm.has_key():
+            raise PlanningError(llm.missing_key_message())
+        return "anthropic"
+    return "anthropic" if llm.has_key() else "offline"
+
+
+def lineup_settings(
+    config: AiLineupConfig, *, provider: Provider, source_id: str, ledger_id: str
+) -> LineupSettings:
+    """The run's settings from its config, checked before anything is written or spent.
+
+    Raises:
+        PlanningError: A negative limit or budget, or a budget over an unpriced model.
+    """
+    if config.limit < 0:
+        raise PlanningError(f"limit must be 0 (all) or positive, got {config.limit}")
+    if config.budget_usd is not None and config.budget_usd < 0:
+        raise PlanningError(f"budget_usd must be >= 0, got {config.budget_usd}")
+    settings = LineupSettings(
+        provider=provider,
+        planner_model=config.planner_model,
+        worker_model=config.worker_model,
+        limit=config.limit,
+        budget_usd=config.budget_usd,
+        confirm_wipe=config.confirm_wipe,
+        rules=PoolRules(
+            min_items=max(1, config.min_pool_items), min_runtime_hours=config.min_runtime_hours
+        ),
+        planner_attempts=max(1, config.planner_attempts),
+        prices=price_table(config),
+        ledger_id=ledger_id,
+        source_id=source_id,
+        started_at=datetime.now(UTC),
+    )
+    problem = unpriced_budget_problem(settings)
+    if problem is not None:
+        raise PlanningError(problem)
+    return settings
+
+
+def fetch_vocabulary(client: PlexClient) -> dict[str, list[str]]:
+    """The values of every vocabulary tag field: one Plex lookup per field, failures raised."""
+    return {field: client.tag_values(field, ()) for field in VOCABULARY_FIELDS}
+
+
+def plan_with_model(
+    ai: AiStore,
+    settings: LineupSettings,
+    client: LlmClient,
+    shared: LineupContext,
+    existing: ExistingPackages,
+    *,
+    step: Mapping[str, Any],
+    log: Callable[[str], None],
+) -> tuple[SanitizedPlan, int]:
+    """Call the planner until its reply fits the schema (bounded), tracing every attempt.
+
+    Args:
+        ai: The AI store (ledger and trace).
+        settings: The run's settings.
+        client: The model client.
+        shared: The shared context the prompt is rendered from.
+        existing: Packages the planner may file channels into.
+        step: The attempt's identity (`run_id`, `step_key`, `attempt`) for traces and charges.
+        log: Where warnings about unusable replies go.
+
+    Returns:
+        The sanitised plan and the attempt that produced it.
+
+    Raises:
+        PlanningError: The budget is spent, a call failed, or every reply broke the schema.
+    """
+    meter = Meter(ai, settings, "plan", step)
+    keys = [p.key for p in existing.packages]
+    prompt = render_planner_prompt(shared.context.text, existing.packages)
+    tool = {
+        "name": PLANNER_TOOL_NAME,
+        "description": PLANNER_TOOL_DESCRIPTION,
+        "input_schema": plan_input_schema(),
+    }
+    last_error = ""
+    for attempt in range(1, settings.planner_attempts + 1):
+        if meter.exhausted():
+            raise PlanningError("the budget is spent; the planner was not called")
+        common = {
+            "step_name": "planLineup",
+            "phase": "plan",
+            "context_sha256": shared.context.sha256,
+            "input": {"existingPackages": keys, "plannerTry": attempt},
+        }
+        try:
+            reply = client.plan(
+                model=settings.planner_model,
+                system=PLANNER_SYSTEM_PROMPT,
+                content=[{"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}],
+                tool=tool,
+                max_tokens=PLANNER_MAX_TOKENS,
+                on_usage=meter,
+            )
+        except LlmCallError as error:
+            ai.record_trace(
+                **step,
+                status="failed",
+                reason="planner call failed",
+                error=str(error),
+                **common,
+                **usage_columns(settings.planner_model, error.usage, settings.prices),
+            )
+            raise PlanningError(
+                f"planner call failed: {error}. Resume the run to try again."
+            ) from error
+        usage = reply.usage
+        try:
+            if reply.tool_input is None:
+                raise PlanSchemaError([])
+            sanitized = sanitize_plan(reply.tool_input, existing_package_keys=keys)  # type: ignore[arg-type]
+        except PlanSchemaError as error:
+            truncated = reply.stop_reason == "max_tokens"
+            last_error = (
+                "the reply hit the output cap (max_tokens) before the plan was complete"
+                if truncated
+                else (str(error) if error.issues else "the reply called no plan tool")
+            )
+            ai.record_trace(
+                **step,
+                status="failed",
+                reason=last_error,
+                error=last_error,
+                output={
+                    "stopReason": reply.stop_reason,
+                    "rawTextChars": len(reply.raw_text),
+                    "raw": reply.raw_text,
+                },
+                **common,
+                **usage_columns(settings.planner_model, usage, settings.prices),
+            )
+            log(f"planner attempt {attempt} unusable: {last_error[:400]}")
+            continue
+        ai.record_trace(
+            **step,
+            status="ok",
+            output={
+                "plan": sanitized.plan.model_dump(mode="json", by_alias=True),
+                "changes": [c.model_dump(mode="json") for c in sanitized.changes],
+                "dropped": [d.model_dump(mode="json") for d in sanitized.dropped_channels],
+            },
+            **common,
+            **usage_columns(settings.planner_model, usage, settings.prices),
+        )
+        return sanitized, attempt
+    raise PlanningError(
+        f"the planner's reply broke the plan schema {settings.planner_attempts} time(s); "
+        f"the raw replies are in ai_lineup_trace (phase 'plan'). Last problem: "
+        f"{last_error[:1500]}"
+    )

@@ -1,0 +1,130 @@
+"""The lineup report: packages that ended up empty removed, spend from the ledger, UI tables."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+
+from airwave_dagster.domain.ai.report import (
+    ChannelBuildResult,
+    LineupReport,
+    PackageSummary,
+    build_report,
+)
+from ops.ai_lineup.checkpoints import AnalyzedLibrary, CreatedPackages, PlannedLineup
+from resources.stores.ai import AiStore
+
+
+def assemble_report(
+    analyzed: AnalyzedLibrary,
+    planned: PlannedLineup,
+    packages: CreatedPackages,
+    results: list[ChannelBuildResult],
+    ai: AiStore,
+) -> LineupReport:
+    """Remove AI packages left without channels, then report builds and the ledger's spend.
+
+    Spend counts every model call of the lineup (planner, retries and failed attempts included),
+    read from the ledger rather than from the results, which only know their own attempt.
+    """
+    settings = analyzed.settings
+    removed = set(ai.remove_empty_ai_packages([packages.ids[k] for k in packages.created]))
+    id_keys = {package_id: key for key, package_id in packages.ids.items()}
+    removed_keys = {id_keys.get(i) for i in removed}
+    summaries = [
+        PackageSummary(
+            key=package.key,
+            name=package.name,
+            package_id=packages.ids.get(package.key),
+            action="created" if package.key in packages.created else "reused",
+            removed_empty=package.key in removed_keys,
+        )
+        for package in planned.sanitized.plan.packages
+    ]
+    return build_report(
+        source_id=settings.source_id,
+        provider=settings.provider,
+        packages=summaries,
+        results=results,
+        channels_planned=planned.sanitized.channel_count,
+        usage_by_model=ai.usage_by_model(settings.ledger_id),
+        prices=settings.prices,
+        dropped=planned.sanitized.dropped_channels,
+        budget_usd=settings.budget_usd,
+        duration_seconds=(datetime.now(UTC) - settings.started_at).total_seconds(),
+    )
+
+
+def _channels_table(report: LineupReport) -> dg.TableMetadataValue:
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn("number", "int"),
+            dg.TableColumn("channel", "string"),
+            dg.TableColumn("package", "string"),
+            dg.TableColumn("status", "string"),
+            dg.TableColumn("items", "int", description="items in the verified pool"),
+            dg.TableColumn("hours", "float", description="runtime of the verified pool"),
+            dg.TableColumn("model_calls", "int"),
+            dg.TableColumn("note", "string"),
+        ]
+    )
+    rows = sorted((*report.built, *report.skipped, *report.failed), key=lambda r: r.number)
+    records = [
+        dg.TableRecord(
+            {
+                "number": r.number,
+                "channel": r.name,
+                "package": r.package_key,
+                "status": r.status,
+                "items": r.pool_items,
+                "hours": None if r.pool_hours is None else round(r.pool_hours, 1),
+                "model_calls": r.model_calls,
+                "note": r.reason or "",
+            }
+        )
+        for r in rows
+    ]
+    return dg.MetadataValue.table(records=records, schema=schema)
+
+
+def _spend_table(report: LineupReport) -> dg.TableMetadataValue:
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn("model", "string"),
+            dg.TableColumn("calls", "int"),
+            dg.TableColumn("input", "int"),
+            dg.TableColumn("output", "int"),
+            dg.TableColumn("cache_read", "int"),
+            dg.TableColumn("cache_write", "int"),
+            dg.TableColumn("usd", "float", description="empty: the model has no price"),
+        ]
+    )
+    records = [
+        dg.TableRecord(
+            {
+                "model": row.model,
+                "calls": row.usage.calls,
+                "input": row.usage.input_tokens,
+                "output": row.usage.output_tokens,
+                "cache_read": row.usage.cache_read_tokens,
+                "cache_write": row.usage.cache_write_tokens,
+                "usd": row.usd,
+            }
+        )
+        for row in report.spend
+    ]
+    return dg.MetadataValue.table(records=records, schema=schema)
+
+
+def report_metadata(report: LineupReport) -> dict[str, Any]:
+    """The report as the run page and the `ai_lineup` asset show it: counts, then tables."""
+    return {
+        "channels_planned": report.channels_planned,
+        "channels_built": report.channels_built,
+        "channels_skipped": len(report.skipped),
+        "channels_failed": len(report.failed),
+        "total_usd": report.total_usd,
+        "cache_read_ratio": report.cache_read_ratio,
+        "channels": _channels_table(report),
+        "spend": _spend_table(report),
+    }
