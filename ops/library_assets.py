@@ -98,7 +98,10 @@ def profile_sha256(profile: LibraryProfile) -> str:
 
 
 def compute_profile(store: AiStore, source_id: str) -> LibraryProfile:
-    """The profile of a source's available snapshot items (no Plex call: spec §3)."""
+    """The profile of a source's available snapshot items.
+
+    No Plex call: docs/reference/ai-lineup.md §3.
+    """
     return build_profile(media_items(store, source_id), source_id=source_id)
 
 

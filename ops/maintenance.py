@@ -39,7 +39,7 @@ CRONS: dict[str, tuple[str, str]] = {
     "repair_schedules": ("repair_schedule", "30 * * * *"),
     "prune_schedules": ("prune_schedule", "0 2 * * *"),
 }
-"""Schedule name and cron of each maintenance job: the cadences of spec/domain.md §5.7, in UTC."""
+"""Schedule name and cron of each maintenance job, in UTC (docs/reference/domain.md §5.7)."""
 
 
 class MaintenanceConfig(dg.Config):

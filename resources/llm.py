@@ -38,7 +38,7 @@ WORKER_MAX_TOKENS = 4_096
 """Worker replies are a few tool calls; kept under the non-streaming ceiling on purpose."""
 
 MAX_AGENT_CALLS = 24
-"""Model calls one channel's agent may make (spec §6.3)."""
+"""Model calls one channel's agent may make (docs/reference/ai-lineup.md §6.3)."""
 
 UsageSink = Callable[[str, Usage], None]
 """Called with (model, usage) after every API call that returned usage."""

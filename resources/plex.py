@@ -1,4 +1,8 @@
-"""The Plex adapter: Airwave filters run as plexapi searches, results returned as domain items."""
+"""The Plex adapter: Airwave filters run as plexapi searches, results returned as domain items.
+
+Reference: docs/reference/domain.md (the "§N" below) and docs/reference/plex-emulator.md (the
+Plex gotchas "GN").
+"""
 
 from __future__ import annotations
 
@@ -141,7 +145,7 @@ class PlexClient:
         library_key: str | None = None,
         sort: str = "titleSort:asc",
     ) -> list[MediaItem]:
-        """Resolve one filter envelope to its playable items (spec/domain.md §2.5).
+        """Resolve one filter envelope to its playable items (docs/reference/domain.md §2.5).
 
         Each library costs one paged search: the whole filter tree travels as one nested
         `filters=` dict, so OR branches and intersections are computed by Plex over the full
@@ -180,7 +184,7 @@ class PlexClient:
         *,
         sort: str,
     ) -> list[MediaItem]:
-        """Combine a channel's definitions into its pool (spec §2.6, decided in §8.1).
+        """Combine a channel's definitions into its pool (§2.6, decided in §8.1).
 
         Definitions are applied in order: INCLUDE adds its items, EXCLUDE removes its items from
         what earlier definitions added. Items keep the position of their first inclusion. This

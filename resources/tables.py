@@ -1,4 +1,7 @@
-"""SQLAlchemy Core tables of the `airwave` schema, declared in one place (spec/domain.md §1)."""
+"""SQLAlchemy Core tables of the `airwave` schema, declared in one place.
+
+Reference: docs/reference/domain.md §1 (the data model).
+"""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ media_source = sa.Table(
     # The token is never stored: it is read from PLEX_TOKEN at run time.
     sa.Column("base_url", sa.Text, nullable=False, unique=True),
     sa.Column("enabled", sa.Boolean, nullable=False, server_default=sa.true()),
-    # Set by a complete library snapshot (resources/library_sync.py); media items also arrive
+    # Set by a complete library snapshot (resources/stores/library.py); media items also arrive
     # one by one from schedules, so their presence alone does not mean the library is mirrored.
     sa.Column("library_synced_at", sa.DateTime(timezone=True)),
     *_timestamps(),
@@ -133,12 +136,12 @@ channel = sa.Table(
         sa.ForeignKey("channel_package.id", ondelete="SET NULL"),
         index=True,
     ),
-    # Content signature (spec/domain.md §4.4) of the channel as created, for dedupe and for
-    # recognising our own earlier attempt when a retry finds the number taken.
+    # Content signature (§4.4) of the channel as created, for dedupe and for recognising our own
+    # earlier attempt when a retry finds the number taken.
     sa.Column("signature", sa.Text),
     # Provenance of the run that created the row.
     sa.Column("created_by_run_id", sa.Text),
-    # Reserve, don't check (resources/claims.py): while a build holds the number, the row is
+    # Reserve, don't check (resources/stores/claims.py): while a build holds the number, the row is
     # disabled and names its claimant; commit clears these, a failed build deletes the row, and a
     # claim whose heartbeat stopped may be taken over.
     sa.Column("claim_run_id", sa.Text),
@@ -250,7 +253,7 @@ step_output = sa.Table(
 
 
 # Idempotent starts: one row per idempotency key (the lineup content hash for imports, or a key the
-# caller gives) naming the run it started; see airwave_dagster/launcher.py.
+# caller gives) naming the run it started; see airwave_dagster/cli/launcher.py.
 run_start = sa.Table(
     "run_start",
     metadata,

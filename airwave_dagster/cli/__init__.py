@@ -330,7 +330,7 @@ def dev_command(port: int) -> None:
         highlight=False,
     )
     # A shell that started us in the background may have left SIGINT/SIGTERM ignored; dagster dev
-    # would inherit that and could then only be killed (notes/dagster-findings.md §0.3).
+    # would inherit that and could then only be killed (docs/dagster-notes.md §0.3).
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     dagster = str(Path(sys.executable).parent / "dagster")

@@ -1,7 +1,7 @@
 """Start runs the way the Dagster UI does, so CLI runs are visible and re-executable there.
 
 Dagster has no public "launch this job with config and give me the run" call for a workspace
-(notes/dagster-findings.md Q5): `dagster job launch` wraps the same internal steps used here. The
+(docs/dagster-notes.md Q5): `dagster job launch` wraps the same internal steps used here. The
 run is created against the code location from `workspace.yaml`, so it carries a remote job origin
 and the UI can re-execute it. It then goes to the run queue when a daemon is running (`airwave
 dev`), or straight to the run launcher otherwise, so the CLI works without the daemon.

@@ -17,7 +17,7 @@ from airwave_dagster.domain.errors import FilterError, Issue, describe_value, di
 from airwave_dagster.domain.library import MEDIA_TYPES, MediaItem, MediaType
 
 Op = Literal["is", "isNot", "gte", "lte", "contains", "notContains"]
-"""A condition's operator (spec/domain.md §2.1)."""
+"""A condition's operator (docs/reference/domain.md §2.1)."""
 
 FieldKind = Literal["tag", "string", "text", "int", "date", "recency", "bool"]
 """How a field's value is interpreted; decides the allowed operators (§2.2)."""

@@ -39,7 +39,7 @@ class _Value(BaseModel):
 
 
 class InstanceState(_Value):
-    """What the planner reads from the instance (spec/domain.md §4.3 step 1)."""
+    """What the planner reads from the instance (docs/reference/domain.md §4.3 step 1)."""
 
     channel_numbers: frozenset[int] = Field(
         default=frozenset(), description="Every channel number in use, any source or state."

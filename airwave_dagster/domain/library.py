@@ -25,7 +25,7 @@ class Library(BaseModel):
 
 
 class MediaItem(BaseModel):
-    """A playable item of a channel's pool, as resolved from Plex (spec/domain.md §2.10).
+    """A playable item of a channel's pool, as resolved from Plex (docs/reference/domain.md §2.10).
 
     Movies and episodes are playable; shows only appear in library snapshots. Optional fields are
     None when Plex does not carry them. Tag lists are the full lists Plex reports for the item

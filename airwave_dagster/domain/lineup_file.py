@@ -64,7 +64,7 @@ SORT_FIELD_NAMES: tuple[str, ...] = get_args(SortField)
 
 
 def normalise_callsign(raw: str | None) -> str | None:
-    """Normalise a callsign as every write does (spec/domain.md §1.3).
+    """Normalise a callsign as every write does (docs/reference/domain.md §1.3).
 
     Upper-cases, keeps only `A-Z` and `0-9`, and truncates to 6 characters. Unlike the reference,
     which stored `""` for input with no letters or digits, nothing usable means no callsign.

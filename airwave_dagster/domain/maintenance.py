@@ -148,7 +148,7 @@ def prune_cutoff(now: datetime) -> datetime:
 
 
 def repair_point(rows: Sequence[RowRef], now: datetime) -> datetime | None:
-    """Where a repair starts replacing a channel's timeline (spec/domain.md §5.5).
+    """Where a repair starts replacing a channel's timeline (docs/reference/domain.md §5.5).
 
     The first row starting at least five minutes from now that is not playable, moved back to the
     bumper before it when there is one, so the replacement never leaves a bumper introducing a

@@ -1,4 +1,7 @@
-"""Combining the resolved items of a channel's definitions into one candidate pool."""
+"""Combining the resolved items of a channel's definitions into one candidate pool.
+
+Reference: docs/reference/domain.md §2.6.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Schedule generation: seeded per-pass orders laid into a gapless timeline (spec/domain.md §5)."""
+"""Schedule generation: seeded per-pass orders laid into a gapless timeline.
+
+Reference: docs/reference/domain.md §5 (the bare "§N" below are its sections).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from airwave_dagster.domain.library import MediaItem
 
 Ordering = Literal["SHUFFLE", "IN_ORDER", "BY_AIR_DATE"]
-"""How a channel orders each pass of its pool (the OrderingStrategy enum, spec §1.1)."""
+"""How a channel orders each pass of its pool (the OrderingStrategy enum, §1.1)."""
 
 EntryKind = Literal["PROGRAM", "BUMPER"]
 """The ScheduleItemKind enum of a schedule row."""
@@ -93,7 +96,7 @@ def imul(a: int, b: int) -> int:
 
 
 def mix(a: int, b: int) -> int:
-    """Combine two 32-bit values into a derived seed (spec §5.2).
+    """Combine two 32-bit values into a derived seed (docs/reference/domain.md §5.2).
 
     Args:
         a: The parent seed (signed or unsigned; reduced modulo 2^32).
@@ -108,7 +111,7 @@ def mix(a: int, b: int) -> int:
 
 
 class Mulberry32:
-    """The Mulberry32 PRNG: a 32-bit state that yields floats in [0, 1) (spec §5.2)."""
+    """The Mulberry32 PRNG: a 32-bit state that yields floats in [0, 1) (§5.2)."""
 
     __slots__ = ("_state",)
 
@@ -149,7 +152,7 @@ def fnv1a_32(text: str) -> int:
 
 
 def channel_seed(channel_id: str) -> int:
-    """Derive the shuffle seed of a channel that has none yet (spec §5.2).
+    """Derive the shuffle seed of a channel that has none yet (docs/reference/domain.md §5.2).
 
     Args:
         channel_id: The channel's id.
@@ -178,7 +181,7 @@ def epoch_seconds(moment: datetime) -> int:
 
 
 def base_seed(channel_seed: int, start_at: datetime) -> int:
-    """The seed pinned by a fresh build (spec §5.2): rebuilding at another start reshuffles.
+    """The seed pinned by a fresh build (§5.2): rebuilding at another start reshuffles.
 
     Args:
         channel_seed: The channel's shuffle seed (signed or unsigned).
@@ -211,7 +214,7 @@ def _natural_key(rating_key: str) -> tuple[tuple[str | int, ...], str]:
 
 
 class BumperPlan(BaseModel):
-    """Bumper lengths of a channel with bumpers on (the BumperConfig defaults of spec §1.8).
+    """Bumper lengths of a channel with bumpers on (the BumperConfig defaults of §1.8).
 
     Every non-OFF bumper mode behaves the same, so a plan is either this or None.
     """
@@ -229,7 +232,7 @@ class BumperPlan(BaseModel):
     )
 
     def break_seconds(self, previous: MediaItem, following: MediaItem) -> int:
-        """Length of the bumper laid between two programs (spec §5.4, first rule that applies).
+        """Length of the bumper laid between two programs (§5.4, first rule that applies).
 
         Args:
             previous: The program that just ended.
@@ -266,7 +269,7 @@ class BumperPlan(BaseModel):
 def resolve_bumper_plan(
     channel_mode: str, *, enabled: bool, config: BumperPlan | None = None
 ) -> BumperPlan | None:
-    """The bumper plan a channel builds with (spec §5.4).
+    """The bumper plan a channel builds with (docs/reference/domain.md §5.4).
 
     Args:
         channel_mode: The channel's BumperMode (INHERIT, OFF, INTERSTITIAL_ONLY or FULL).
@@ -293,7 +296,7 @@ class ScheduleCursor(BaseModel):
 
 
 class ScheduleEntry(BaseModel):
-    """One row of a channel's timeline (the schedule_item table of spec §1.6)."""
+    """One row of a channel's timeline (the schedule_item table of §1.6)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -341,7 +344,7 @@ class ScheduleBuild(BaseModel):
 
 
 _PassOrder = Callable[[int], Sequence[MediaItem]]
-"""Gives the order of one pass by index; a strategy layer (spec §5.6) would be another one."""
+"""Gives the order of one pass by index; a strategy layer (§5.6) would be another one."""
 
 
 def _by_rating_key(usable: Sequence[MediaItem]) -> list[MediaItem]:
@@ -389,7 +392,7 @@ def _plain_order(usable: Sequence[MediaItem], ordering: Ordering, seed: int) -> 
 def pass_order(
     pool: Sequence[MediaItem], *, ordering: Ordering, base_seed: int, pass_index: int
 ) -> list[MediaItem]:
-    """The order one pass lays the usable items of a pool in (spec §5.3).
+    """The order one pass lays the usable items of a pool in (docs/reference/domain.md §5.3).
 
     Args:
         pool: The resolved pool; items without a positive duration are dropped.
@@ -415,7 +418,7 @@ def build_schedule(
     cursor: ScheduleCursor | None = None,
     bumpers: BumperPlan | None = None,
 ) -> ScheduleBuild:
-    """Lay a channel's timeline from `start_at` (spec §5.4).
+    """Lay a channel's timeline from `start_at` (docs/reference/domain.md §5.4).
 
     Without a window the build lays whole passes until it covers `min_duration_seconds`, so it
     always lays at least one complete pass. With a window it stops as soon as the window is
@@ -579,7 +582,7 @@ def _materialize(rows: list[_Row]) -> tuple[ScheduleEntry, ...]:
 def extend_needed(
     tail_end: datetime, now: datetime, threshold_seconds: int = EXTEND_THRESHOLD_SECONDS
 ) -> bool:
-    """Whether a channel's runway is short enough for an extension (spec §5.5).
+    """Whether a channel's runway is short enough for an extension (docs/reference/domain.md §5.5).
 
     Args:
         tail_end: End of the channel's last schedule row.
@@ -593,7 +596,7 @@ def extend_needed(
 
 
 def cursor_to_storage(cursor: ScheduleCursor) -> tuple[int, int, int]:
-    """The cursor as the channel row stores it (spec §5.5).
+    """The cursor as the channel row stores it (docs/reference/domain.md §5.5).
 
     Args:
         cursor: The cursor of a build.
@@ -607,7 +610,7 @@ def cursor_to_storage(cursor: ScheduleCursor) -> tuple[int, int, int]:
 def cursor_from_storage(
     seed: int | None, pass_index: int | None, pos: int | None
 ) -> ScheduleCursor | None:
-    """Read a stored cursor back (spec §5.5).
+    """Read a stored cursor back (docs/reference/domain.md §5.5).
 
     Args:
         seed: The stored pass seed (signed 32-bit), or None if never stored.

@@ -1,7 +1,7 @@
 """Durability: complete resume, the code-version guard and crash detection for every job.
 
 Dagster supplies most of what a crash-proof run needs (stored outputs, re-execution, run
-monitoring, run retries). This package closes the gaps measured in notes/dagster-findings.md:
+monitoring, run retries). This package closes the gaps measured in docs/dagster-notes.md:
 
 - `resume` — "re-execute from failure" that also runs the mapped steps that never started
   (dagster-io/dagster#20925), used by `airwave runs resume`, the UI, GraphQL and automatic retries;

@@ -2,7 +2,7 @@
 
 Dagster's `DefaultRunLauncher` cannot tell whether a run worker is alive
 (`supports_check_run_worker_health` is False), so a run whose worker vanished while its code
-server was gone too stays STARTED forever (notes/dagster-findings.md Q4b). This launcher answers
+server was gone too stays STARTED forever (docs/dagster-notes.md Q4b). This launcher answers
 the monitoring daemon's health check from the operating system: the run worker reports its pid in
 the event log ("Started process for run (pid: N)"), and when the code server that launched it is
 on this machine (a unix socket or a loopback address — always so under `airwave dev` and the CLI)

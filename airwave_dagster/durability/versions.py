@@ -2,7 +2,7 @@
 
 Every op of this project declares a code version and mirrors it into the op tag
 `airwave/code_version` (Dagster persists op tags in the run's job snapshot, not code versions;
-notes/dagster-findings.md Q7). A re-execution replays the parent run's stored outputs, which is
+docs/dagster-notes.md Q7). A re-execution replays the parent run's stored outputs, which is
 only sound if the ops that produced them and the ops that will consume them are the same code.
 """
 

@@ -427,7 +427,7 @@ class AirwaveStore:
             return [dict(row._mapping) for row in rows]
 
     def export_lineup(self, exported_at: datetime | None = None) -> LineupFile:
-        """The whole instance as a lineup v1 file (spec/domain.md §3)."""
+        """The whole instance as a lineup v1 file (docs/reference/domain.md §3)."""
         with self.engine.connect() as conn:
             packages = conn.execute(
                 sa.select(t.channel_package).order_by(

@@ -94,7 +94,7 @@ class MaintenanceStore:
     # -- which channels a job looks at -------------------------------------------------------
 
     def _eligible(self) -> sa.ColumnElement[bool]:
-        # A claimed row is a build in progress (resources/claims.py): never touch it.
+        # A claimed row is a build in progress (resources/stores/claims.py): never touch it.
         return sa.and_(t.channel.c.enabled, t.channel.c.claim_run_id.is_(None))
 
     def channels_to_backfill(self, limit: int) -> list[str]:

@@ -73,7 +73,10 @@ def keys(build: ScheduleBuild) -> list[str]:
 
 
 def reference_shuffle(ordered: list[str], seed: int, pass_index: int) -> list[str]:
-    """Fisher-Yates exactly as spec §5.3 words it, to check the sort that precedes it."""
+    """Fisher-Yates exactly as docs/reference/domain.md §5.3 words it.
+
+    It checks the sort that precedes it.
+    """
     out = list(ordered)
     draw = Mulberry32(mix(seed, pass_index)).draw
     for i in range(len(out) - 1, 0, -1):

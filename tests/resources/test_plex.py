@@ -1,4 +1,7 @@
-"""PlexClient against the emulator through real plexapi: pools equal the dataset's answers."""
+"""PlexClient against the emulator through real plexapi: pools equal the dataset's answers.
+
+Reference: docs/reference/plex-emulator.md (the gotchas "GN" cited below).
+"""
 
 from __future__ import annotations
 

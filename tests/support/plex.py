@@ -1,8 +1,8 @@
 """Plex test helpers: plexapi isolated from the developer's config, and dataset oracles.
 
 Import this module before plexapi. plexapi reads its config file and page size once, at import
-(G17), so the developer's own `~/.config/plexapi/config.ini` or `PLEXAPI_*` variables would
-otherwise leak into the tests.
+(docs/reference/plex-emulator.md G17), so the developer's own `~/.config/plexapi/config.ini` or
+`PLEXAPI_*` variables would otherwise leak into the tests.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The AI lineup builder's pure domain: profile, shared context, plan, numbers, tools, offline.
 
 Nothing here does I/O or imports dagster, sqlalchemy, plexapi or anthropic; the runtime (ops and
-resources) feeds it data and performs its decisions. Spec: spec/ai-lineup.md; design notes:
-docs/ai-lineup.md ("Design decisions and quirks fixed").
+resources) feeds it data and performs its decisions. Reference: docs/reference/ai-lineup.md;
+design notes: docs/ai-lineup.md ("Design decisions and quirks fixed").
 
 API (stable; every model is a frozen pydantic model that round-trips through JSON):
 

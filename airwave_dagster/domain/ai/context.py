@@ -1,11 +1,11 @@
 """The shared context: the prompt prefix every channel build of a run sends byte for byte.
 
 `render_shared_context(profile, vocabulary)` joins the rendered profile, the filterable-field
-catalog and the tag vocabulary (spec/ai-lineup.md §4) into one text and its SHA-256. The same
-inputs always give the same bytes: vocabulary fields are listed in `VOCABULARY_FIELDS` order and
-then by name, values are de-duplicated and sorted case-insensitively, nothing depends on mapping
-order, and there are no timestamps. The runtime renders it once per run, stores it as the op's
-output, hands the stored value to every build and records `sha256` on every trace row.
+catalog and the tag vocabulary (docs/reference/ai-lineup.md §4) into one text and its SHA-256.
+The same inputs always give the same bytes: vocabulary fields are listed in `VOCABULARY_FIELDS`
+order and then by name, values are de-duplicated and sorted case-insensitively, nothing depends
+on mapping order, and there are no timestamps. The runtime renders it once per run, stores it as
+the op's output, hands the stored value to every build and records `sha256` on every trace row.
 
 Deliberate differences from the reference:
 - the catalog says "values listed below" only for fields that really are in the vocabulary,

@@ -1,4 +1,6 @@
-"""Channel numbers and accents for a planned lineup (spec/ai-lineup.md §5.4, spec/domain.md §6.4).
+"""Channel numbers and accents for a planned lineup.
+
+Reference: docs/reference/ai-lineup.md §5.4 and docs/reference/domain.md §6.4.
 
 AI channels live at 1000 and above, each package in hundred-blocks (`block+1 … block+99`; the
 round number itself is never used). A package that already owns channels ≥ 1000 keeps its lowest
@@ -41,7 +43,7 @@ CHANNEL_ACCENT_CYCLE: tuple[str, ...] = (
     "teal",
     "pink",
 )
-"""The channel accent cycle (no slate), spec/domain.md §6.4a."""
+"""The channel accent cycle (no slate), docs/reference/domain.md §6.4a."""
 
 
 class ExistingChannel(BaseModel):

@@ -210,7 +210,7 @@ def _reusable(key: str, name: str, existing: Sequence[ExistingPackage]) -> str |
 
 
 def _callsign(name: str) -> str:
-    # Callsigns are ASCII letters and digits only (spec/domain.md §1.3).
+    # Callsigns are ASCII letters and digits only (docs/reference/domain.md §1.3).
     words: list[str] = re.findall(r"[A-Z0-9]+", name.upper())
     if not words:
         return "AIR"

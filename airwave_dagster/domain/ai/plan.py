@@ -4,7 +4,7 @@ The planner answers with one tool call whose input must follow `plan_input_schem
 from `LineupPlan`, camelCase keys). `parse_plan` turns that raw input into a `LineupPlan` or raises
 `PlanSchemaError` listing every violation with its JSON path (the runtime retries the planner on
 it). `sanitize_plan` then repairs what can be repaired deterministically and records every change
-as a `PlanChange` (spec/ai-lineup.md §5.2, spec/domain.md §6.3):
+as a `PlanChange` (docs/reference/ai-lineup.md §5.2, docs/reference/domain.md §6.3):
 
 - a condition is removed when its field is unknown, its operator is not allowed for the field's
   kind, its field does not exist on *every* searched media type, or its value cannot be read for
@@ -76,7 +76,7 @@ ACCENT_KEYS: tuple[str, ...] = (
     "pink",
     "slate",
 )
-"""The 16 palette keys a package or channel tint may take (spec/domain.md §6.4a)."""
+"""The 16 palette keys a package or channel tint may take (docs/reference/domain.md §6.4a)."""
 
 _LEGACY_ACCENTS = {"gray": "slate", "grey": "slate", "lime": "green", "emerald": "mint"}
 
@@ -135,7 +135,7 @@ def unique_key(base: str, taken: Collection[str]) -> str:
 
 
 def package_slug(name: str, taken_keys: Collection[str]) -> str:
-    """The database key of a new AI package: the slug of its name, made unique (spec §5.3).
+    """The database key of a new AI package: the slug of its name, made unique (§5.3).
 
     Args:
         name: The package's display name.
@@ -148,7 +148,7 @@ def package_slug(name: str, taken_keys: Collection[str]) -> str:
 
 
 class ExistingPackage(BaseModel):
-    """A non-AI package the planner may file channels into (spec §5.1)."""
+    """A non-AI package the planner may file channels into (docs/reference/ai-lineup.md §5.1)."""
 
     model_config = ConfigDict(frozen=True)
 

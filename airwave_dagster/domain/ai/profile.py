@@ -1,6 +1,6 @@
 """The library profile: a small, deterministic statistical summary the planner designs from.
 
-`build_profile(items)` condenses a media source's available items (spec/ai-lineup.md §3).
+`build_profile(items)` condenses a media source's available items (docs/reference/ai-lineup.md §3).
 Genre, studio, content-rating, decade and score statistics count **titles** — each movie once
 and each show once — never episodes, so one long show cannot dominate. Snapshots usually hold
 movies and episodes only, so shows are derived from their episodes (grouped by show rating key,
@@ -95,7 +95,7 @@ class ProfileFlags(_Frozen):
 
 
 class LibraryProfile(_Frozen):
-    """The distilled library (spec §3): small enough for a cached prompt prefix."""
+    """The distilled library (§3): small enough for a cached prompt prefix."""
 
     source_id: str = ""
     totals: ProfileTotals = Field(default_factory=ProfileTotals)

@@ -1,8 +1,8 @@
 """The per-channel agent's tools: definitions as data, the toolbox protocol, dispatch, checks.
 
 Both providers (the Anthropic worker loop and the offline builder) drive a channel build through
-the same `ToolSession`, so every commit is verified the same way (spec/ai-lineup.md §6.4, issue 4
-item 7):
+the same `ToolSession`, so every commit is verified the same way (docs/reference/ai-lineup.md
+§6.4, issue 4 item 7):
 
 - `TOOL_DEFINITIONS` — the six tools (name, description, JSON input schema) in a fixed order;
   `tool_definitions_api()` renders them as the Messages API `tools` list. Nothing per-channel or
@@ -48,20 +48,20 @@ from airwave_dagster.domain.filters import (
 from airwave_dagster.domain.library import MEDIA_TYPES, MediaItem, MediaType
 
 MAX_MODEL_CALLS = 24
-"""Model calls one channel's agent may make (spec §6.3)."""
+"""Model calls one channel's agent may make (docs/reference/ai-lineup.md §6.3)."""
 
 MIN_POOL_ITEMS = 3
-"""Fewest items a committed channel may have (spec §6.4)."""
+"""Fewest items a committed channel may have (docs/reference/ai-lineup.md §6.4)."""
 
 MIN_RUNTIME_HOURS = 10.0
 """Least programming a committed channel may have, in hours (issue 4; configurable)."""
 
 
 TRACE_RESULT_CHARS = 600
-"""Characters of a tool result kept in the trace (spec §6.5)."""
+"""Characters of a tool result kept in the trace (docs/reference/ai-lineup.md §6.5)."""
 
 TRACE_TEXT_CHARS = 1000
-"""Characters of a model text block kept in the trace (spec §6.5)."""
+"""Characters of a model text block kept in the trace (docs/reference/ai-lineup.md §6.5)."""
 
 QUICK_SAMPLES = 40
 COMPACT_SAMPLES = 15

@@ -1,4 +1,6 @@
-"""Token usage, prices and budget arithmetic for the AI lineup builder (spec/ai-lineup.md §9).
+"""Token usage, prices and budget arithmetic for the AI lineup builder.
+
+Reference: docs/reference/ai-lineup.md §9.
 
 `Usage` keeps the four token counts the Messages API reports **separately**: `input_tokens` is
 the *uncached* input (the API's own `input_tokens`), `cache_read_tokens` and `cache_write_tokens`

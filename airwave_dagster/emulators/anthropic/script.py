@@ -1,4 +1,7 @@
-"""Script entries of the LLM stub: the kinds a test can queue, their checks, what they answer."""
+"""Script entries of the LLM stub: the kinds a test can queue, their checks, what they answer.
+
+Reference: docs/reference/llm-stub.md (the "§N" cited below).
+"""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ STOP_REASONS = frozenset(
     {"end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn"}
 )
 
-# The error type the real API pairs with each status (spec §6); the SDK picks its exception
+# The error type the real API pairs with each status (§6); the SDK picks its exception
 # class from the status alone, so this only fills the body's `error.type`.
 ERROR_TYPES: dict[int, str] = {
     400: "invalid_request_error",
@@ -202,7 +205,7 @@ def _require_str(entry: dict[str, Any], name: str, where: str) -> None:
 def reply_blocks(entry: Entry, next_tool_id: Any) -> list[dict[str, Any]]:
     """The content blocks a reply entry produces, with only the keys the real API sends.
 
-    Extra keys would be echoed back on every later turn of an agent loop (spec §3.3).
+    Extra keys would be echoed back on every later turn of an agent loop (§3.3).
 
     Args:
         entry: A checked `text` or `tool_use` entry.

@@ -1,4 +1,7 @@
-"""Route one Plex API request to a response: the emulator's behaviour without the HTTP plumbing."""
+"""Route one Plex API request to a response: the emulator's behaviour without the HTTP plumbing.
+
+Reference: docs/reference/plex-emulator.md (sections "§N" and gotchas "GN" cited below).
+"""
 
 from __future__ import annotations
 
@@ -77,7 +80,7 @@ def not_found(kind: str = "not_found") -> Response:
 
 
 class PlexApp:
-    """Answers the read-only subset of the PMS API that plexapi 4.18.3 uses (spec §2)."""
+    """Answers the read-only subset of the PMS API that plexapi 4.18.3 uses (§2)."""
 
     def __init__(self, library: EmulatedLibrary, *, truncate_tags: Callable[[], bool]) -> None:
         self.library = library

@@ -1,4 +1,7 @@
-"""Parse plexapi's section-search query strings and evaluate them against the library."""
+"""Parse plexapi's section-search query strings and evaluate them against the library.
+
+Reference: docs/reference/plex-emulator.md (the "§N" and gotchas "GN" cited below).
+"""
 
 from __future__ import annotations
 

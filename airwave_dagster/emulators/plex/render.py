@@ -1,4 +1,7 @@
-"""Render library records as the XML a Plex Media Server sends (spec/plex-emulator.md §3)."""
+"""Render library records as the XML a Plex Media Server sends.
+
+Reference: docs/reference/plex-emulator.md §3 (sections and gotchas "GN" cited below).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""HTTP plumbing of the Plex emulator: threads, auth, latency, faults and request accounting."""
+"""HTTP plumbing of the Plex emulator: threads, auth, latency, faults and request accounting.
+
+Reference: docs/reference/plex-emulator.md (the gotchas "GN" cited below).
+"""
 
 from __future__ import annotations
 

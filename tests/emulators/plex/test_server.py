@@ -1,4 +1,7 @@
-"""The emulator end to end with the real plexapi client, checked against the dataset."""
+"""The emulator end to end with the real plexapi client, checked against the dataset.
+
+Reference: docs/reference/plex-emulator.md (the gotchas "GN" cited below).
+"""
 
 from __future__ import annotations
 
