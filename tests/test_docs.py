@@ -37,7 +37,7 @@ NOTES = re.compile(r"(?<![\w./-])docs/((?:reference/)?[\w-]+\.md)")
 SECTION = re.compile(r"§\d+(?:\.\d+)*[a-z]?|\bQ\d+[a-z]?\b|\bG\d+\b")
 # Sections listed right after a notes path: "§5.5 and §5.7", "Q4b", "(§1.3)", "G17, G18".
 CITED_SECTIONS = re.compile(
-    r"\A(?:[\s`(),;]|\band\b|\bor\b|\bto\b|§\d+(?:\.\d+)*[a-z]?|\bQ\d+[a-z]?\b|\bG\d+\b)*"
+    r"(?:[\s`(),;]|\band\b|\bor\b|\bto\b|§\d+(?:\.\d+)*[a-z]?|\bQ\d+[a-z]?\b|\bG\d+\b)*"
 )
 BARE_SECTION = re.compile(r"§\d+(?:\.\d+)*[a-z]?")
 BARE_GOTCHA = re.compile(r"\((G\d+)\)")
