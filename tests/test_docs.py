@@ -4,7 +4,8 @@ Comments, docstrings and docs cite files of the project (`ops/steps.py`, `docs/d
 and sections of the design notes under `docs/` (`docs/reference/domain.md §5.2`,
 `docs/dagster-notes.md Q7`). This test fails when:
 
-- a cited path under one of the project's folders does not exist;
+- a cited path under one of the project's folders does not exist (`domain/...` is read as
+  `airwave_dagster/domain/...`; URLs and patterns such as `tests/…` or `ops/<job>/` are skipped);
 - a cited section (`§N`, `QN`, `GN`) has no heading naming it in the cited notes file, or a bare
   `§N` cannot be found in any notes file the same source file names;
 - a source still points outside the repository (`../shared/...`, `notes/...`, `spec/...`,
@@ -28,7 +29,8 @@ SKIPPED_DIRS = {".git", ".venv", ".airwave", "node_modules", "__pycache__", "bui
 NOTES_FILE = Path("docs/dagster-notes.md")
 SKIPPED_FILES = {Path("README.md"), Path("tests/test_docs.py")}
 
-FOLDERS = ("airwave_dagster", "bench", "docs", "ops", "resources", "sensors", "tests")
+FOLDERS = ("airwave_dagster", "bench", "docs", "ops", "resources", "sensors", "tests", "domain")
+SHORTHAND = {"domain/": "airwave_dagster/domain/"}  # docs/ai-lineup.md names `domain/ai/plan.py`
 PATH = re.compile(r"(?<![\w./$~-])((?:" + "|".join(FOLDERS) + r")/[\w./-]*)")
 PLACEHOLDER = re.compile(r"[*<{…]")  # `tests/…`, `ops/<job>/`, `docs/*.md`: patterns, not paths
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")
@@ -98,6 +100,8 @@ def test_cited_paths_exist(relative: Path) -> None:
         if PLACEHOLDER.match(text, match.end()):
             continue
         cited = cited.rstrip(".")
+        for short, full in SHORTHAND.items():
+            cited = full + cited.removeprefix(short) if cited.startswith(short) else cited
         if not (ROOT / cited).exists():
             missing.append(f"line {_line(text, match.start())}: {cited}")
     assert not missing, f"{relative} cites paths that do not exist: {missing}"
