@@ -2,6 +2,7 @@
 
 One table drives three things so they cannot drift apart: the `<Meta>` block plexapi validates
 against, the filter engine that evaluates search terms, and the filter-choice endpoints.
+
 Reference: docs/reference/plex-emulator.md (the gotchas "GN" cited below).
 """
 
