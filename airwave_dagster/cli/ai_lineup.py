@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from airwave_dagster.cli import console, environment
 from airwave_dagster.run_tags import AI_LINEUP_JOB, ANALYZE_LIBRARY_OP, LIMIT_TAG, PROVIDER_TAG
 from airwave_dagster.settings import API_KEY_ENV, PLEX_URL_ENV, Settings
+
+if TYPE_CHECKING:
+    from resources.stores import Stores
 
 
 def lineup_run_config(
@@ -61,10 +64,10 @@ def launch_refusal(*, provider: str, confirm_wipe: bool, limit: int) -> str | No
     )
 
 
-def _progress(run_ids: list[str]) -> tuple[int, int | None]:
+def _progress(stores: Stores, run_ids: list[str]) -> tuple[int, int | None]:
     done = 0
     total: int | None = None
-    for row in environment.open_project_stores().ai.traces(run_ids):
+    for row in stores.ai.traces(run_ids):
         if row["phase"] == "numbering" and row["output"]:
             total = len(row["output"].get("selected", []))
         elif row["phase"] == "build" and row["status"] != "failed":
@@ -72,9 +75,8 @@ def _progress(run_ids: list[str]) -> tuple[int, int | None]:
     return done, total
 
 
-def _report(run_ids: list[str]) -> dict[str, Any] | None:
-    traces = environment.open_project_stores().ai.traces(run_ids)
-    reports = [row["output"] for row in traces if row["phase"] == "report"]
+def _report(stores: Stores, run_ids: list[str]) -> dict[str, Any] | None:
+    reports = [row["output"] for row in stores.ai.traces(run_ids) if row["phase"] == "report"]
     return reports[-1] if reports else None
 
 
@@ -105,6 +107,7 @@ def run_lineup(
     )
     tags = {PROVIDER_TAG: provider, LIMIT_TAG: str(limit)}
     instance = console.instance()
+    stores = environment.open_project_stores()
     with launcher.workspace(instance) as context:
         try:
             if idempotency_key is None:
@@ -131,11 +134,13 @@ def run_lineup(
             console.stdout.print(f"started run {run.run_id}", highlight=False)
             return 0
         console.stderr.print(f"run {run.run_id} started; waiting for it to finish", highlight=False)
-        console.wait_showing_progress(instance, run.run_id, lambda: _progress([run.run_id]))
+        console.wait_showing_progress(instance, run.run_id, lambda: _progress(stores, [run.run_id]))
     # A run whose worker died is resumed by the daemon; follow it to the run that ended the tree.
     finished = launcher.follow(instance, run.run_id)
     status = finished.status.value
-    report = _report([r.run_id for r in launcher.run_tree(instance, run.run_id)] or [run.run_id])
+    report = _report(
+        stores, [r.run_id for r in launcher.run_tree(instance, run.run_id)] or [run.run_id]
+    )
     if status != "SUCCESS" or report is None:
         for message in launcher.failure_messages(instance, run.run_id):
             console.stderr.print(message, highlight=False, markup=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,9 @@ from airwave_dagster.run_tags import (
     import_key,
 )
 
+if TYPE_CHECKING:
+    from resources.stores import Stores
+
 
 def _report_for(run_id: str) -> dict[str, Any] | None:
     """The run's report: the stored output of its job's report op, from any run of its tree."""
@@ -26,10 +29,10 @@ def _report_for(run_id: str) -> dict[str, Any] | None:
     return stored_report(console.instance(), run_id, environment.exported_database_url())
 
 
-def _progress(run_id: str) -> tuple[int, int | None]:
+def _progress(stores: Stores, run_id: str) -> tuple[int, int | None]:
     done = 0
     total: int | None = None
-    for row in environment.open_project_stores().channels.traces(run_id):
+    for row in stores.channels.traces(run_id):
         if row["phase"] == "plan" and row["output"]:
             total = row["output"]["counts"]["to_create"]
         elif row["phase"] == "channel" and row["step_name"] == "buildChannel":
@@ -100,6 +103,7 @@ def run_import(
     tags = {LINEUP_TAG: path.name, DRY_RUN_TAG: str(dry_run).lower()}
     key = idempotency_key or import_key(raw, dry_run=dry_run, select=select)
     instance = console.instance()
+    stores = environment.open_project_stores()
     with launcher.workspace(instance) as context:
         try:
             run, created = launcher.start_idempotent(
@@ -125,7 +129,7 @@ def run_import(
             )
             return 0
         console.stderr.print(f"run {run.run_id}: waiting for it to finish", highlight=False)
-        console.wait_showing_progress(instance, run.run_id, lambda: _progress(run.run_id))
+        console.wait_showing_progress(instance, run.run_id, lambda: _progress(stores, run.run_id))
     finished = launcher.follow(instance, run.run_id)
     if finished.run_id != run.run_id:
         console.stderr.print(
