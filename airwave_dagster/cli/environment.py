@@ -60,7 +60,10 @@ def project_root() -> Path:
 
 
 def airwave_home(settings: Settings | None = None) -> Path:
-    """The directory for local state (created): `$AIRWAVE_HOME`, else `<repo>/.airwave`."""
+    """The directory for local state (created): `Settings.resolved_home()`.
+
+    That is `$AIRWAVE_HOME`, else `<checkout>/.airwave`, else (installed) the user data directory.
+    """
     home = (settings or Settings.load()).resolved_home()
     home.mkdir(parents=True, exist_ok=True)
     return home.resolve()
