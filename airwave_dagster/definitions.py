@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import dagster as dg
 
 from airwave_dagster.run_tags import AI_LINEUP_JOB, IMPORT_LINEUP_JOB
+from airwave_dagster.settings import DATABASE_URL_ENV, PLEX_TOKEN_ENV, PLEX_URL_ENV, Settings
 from ops.ai_lineup.job import ai_lineup
 from ops.library_assets import (
     ai_lineup_asset,
@@ -21,20 +22,30 @@ from resources.database import DatabaseResource
 from resources.io_manager import PostgresJsonIOManager
 from resources.llm import LlmResource
 from resources.plex import PlexResource
+from resources.uploads import UploadInboxResource
 from sensors.library_follow import build_follow_library_sensor
-from sensors.lineup_upload import lineup_upload_sensor
+from sensors.lineup_upload import build_lineup_upload_sensor
 
 
-def production_resources() -> dict[str, object]:
-    """Resources read from the environment when a run starts, never at import.
+def production_resources(settings: Settings | None = None) -> dict[str, object]:
+    """The resources of the code location; secrets and URLs are read when a run starts.
 
     `airwave` commands export these variables (starting the private Postgres and the Plex
-    emulator when nothing is configured) before any Dagster process starts.
+    emulator when nothing is configured) before any Dagster process starts. Values that are not
+    secrets (the inbox, the claim timeout) come validated from `Settings`, so a bad one fails the
+    code location's load with the variable's name.
+
+    Args:
+        settings: The settings to bind; None reads them now (`Settings.load()`).
     """
-    database = DatabaseResource(url=dg.EnvVar("AIRWAVE_DATABASE_URL"))
+    settings = settings or Settings.load()
+    database = DatabaseResource(
+        url=dg.EnvVar(DATABASE_URL_ENV), claim_stale_seconds=settings.claim_stale_seconds
+    )
     return {
         "database": database,
-        "plex": PlexResource(base_url=dg.EnvVar("PLEX_URL"), token=dg.EnvVar("PLEX_TOKEN")),
+        "plex": PlexResource(base_url=dg.EnvVar(PLEX_URL_ENV), token=dg.EnvVar(PLEX_TOKEN_ENV)),
+        "uploads": UploadInboxResource(path=str(settings.resolved_inbox())),
         "io_manager": PostgresJsonIOManager(database=database),
         # The key is looked up (ANTHROPIC_API_KEY) only when the anthropic provider runs.
         "llm": LlmResource(),
@@ -47,7 +58,10 @@ def build_definitions(resources: Mapping[str, object]) -> dg.Definitions:
         jobs=[import_lineup, *MAINTENANCE_JOBS, follow_library, refresh_library, ai_lineup],
         assets=[plex_library, library_profile, ai_lineup_asset],
         schedules=[*maintenance_schedules(), refresh_library_schedule],
-        sensors=[build_follow_library_sensor(follow_library), lineup_upload_sensor],
+        sensors=[
+            build_follow_library_sensor(follow_library),
+            build_lineup_upload_sensor(import_lineup),
+        ],
         resources=dict(resources),
     )
 

@@ -24,6 +24,7 @@ PLEX_URL_ENV = "PLEX_URL"
 PLEX_TOKEN_ENV = "PLEX_TOKEN"
 CLAIM_STALE_ENV = "AIRWAVE_CLAIM_STALE_SECONDS"
 API_KEY_ENV = "ANTHROPIC_API_KEY"
+BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 ENV_FILE_ENV = "AIRWAVE_ENV_FILE"
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
 
@@ -42,6 +43,9 @@ class Settings(BaseSettings):
         env_file=".env",
         env_file_encoding="utf-8",
         extra="ignore",
+        # An exported-but-empty variable has always meant "unset" to the bootstrap (a blank
+        # AIRWAVE_HOME must not become the working directory).
+        env_ignore_empty=True,
         populate_by_name=True,
         frozen=True,
     )
@@ -97,7 +101,7 @@ class Settings(BaseSettings):
     )
     anthropic_base_url: str | None = Field(
         default=None,
-        validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
+        validation_alias=AliasChoices(BASE_URL_ENV),
         description="Messages API address (the local stub in tests); unset means Anthropic's.",
     )
     executor: Literal["multiprocess", "celery"] = Field(

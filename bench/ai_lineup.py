@@ -181,16 +181,17 @@ def _fan_out_seconds(instance: dg.DagsterInstance, run_id: str) -> float:
 
 def main() -> None:
     """Print the section on its own: private Postgres (own database), an in-process emulator."""
+    from airwave_dagster import settings
     from airwave_dagster.cli import environment
     from airwave_dagster.emulators.plex import start_emulator
 
     server = environment.start_private_postgres(environment.airwave_home())
     db_url = environment.ensure_database(server, "airwave_bench_ai")
-    os.environ[environment.DATABASE_URL_ENV] = db_url
+    os.environ[settings.DATABASE_URL_ENV] = db_url
     environment.prepare()
     with start_emulator(items=5000, seed=7, latency_ms=20) as emulator:
-        os.environ[environment.PLEX_URL_ENV] = emulator.url
-        os.environ[environment.PLEX_TOKEN_ENV] = emulator.token
+        os.environ[settings.PLEX_URL_ENV] = emulator.url
+        os.environ[settings.PLEX_TOKEN_ENV] = emulator.token
         with dg.DagsterInstance.get() as instance:
             section = ai_lineup_section(instance, db_url)
     sys.stdout.write(section + "\n")

@@ -23,6 +23,7 @@ from typing import Any
 import dagster as dg
 import sqlalchemy as sa
 
+from airwave_dagster import settings
 from airwave_dagster.cli import environment
 from bench.ai_lineup import ai_lineup_section
 from bench.maintenance import maintenance_section
@@ -156,7 +157,7 @@ def main() -> None:
 
     server = environment.start_private_postgres(environment.airwave_home())
     db_url = environment.ensure_database(server, BENCH_DATABASE)
-    os.environ[environment.DATABASE_URL_ENV] = db_url
+    os.environ[settings.DATABASE_URL_ENV] = db_url
     env = environment.prepare()
     emulator = subprocess.Popen(
         [
@@ -176,8 +177,8 @@ def main() -> None:
         stderr=subprocess.DEVNULL,
     )
     plex_url = f"http://127.0.0.1:{port}"
-    os.environ[environment.PLEX_URL_ENV] = plex_url
-    os.environ[environment.PLEX_TOKEN_ENV] = "bench-token"
+    os.environ[settings.PLEX_URL_ENV] = plex_url
+    os.environ[settings.PLEX_TOKEN_ENV] = "bench-token"
     try:
         deadline = time.monotonic() + 60
         while not environment._emulator_alive(plex_url):

@@ -1,4 +1,8 @@
-"""Op outputs stored as JSON in PostgreSQL, validated against their declared type when loaded."""
+"""Op outputs stored as JSON in PostgreSQL, validated against their declared type when loaded.
+
+The same table holds each run's report: every job of this project ends in a report op whose
+output is the run's result, and `stored_report` reads it back for the CLI.
+"""
 
 from typing import Any
 
@@ -7,7 +11,12 @@ import sqlalchemy as sa
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from airwave_dagster.run_tags import CODE_VERSION_TAG
+from airwave_dagster.run_tags import (
+    CODE_VERSION_TAG,
+    IMPORT_LINEUP_JOB,
+    REPORT_OP_TAG,
+    SUMMARIZE_IMPORT_OP,
+)
 from resources import tables as t
 from resources.database import DatabaseResource
 from resources.stores.engine import engine_for
@@ -111,3 +120,46 @@ class PostgresJsonIOManager(dg.ConfigurableIOManager):
                     "The code changed since that run; start a new run instead of resuming it."
                 )
             ) from error
+
+
+# Runs started before jobs carried `airwave/report_op` still name their report op this way.
+_KNOWN_REPORT_OPS = {IMPORT_LINEUP_JOB: SUMMARIZE_IMPORT_OP}
+
+
+def report_op(run: dg.DagsterRun) -> str | None:
+    """The op whose output is the run's report (its job's `airwave/report_op` tag)."""
+    return run.tags.get(REPORT_OP_TAG) or _KNOWN_REPORT_OPS.get(run.job_name)
+
+
+def stored_report(
+    instance: dg.DagsterInstance, run_id: str, database_url: str
+) -> dict[str, Any] | None:
+    """The newest report produced by `run_id` or any run of its group, or None.
+
+    After a resume the report may have been produced by a re-execution, so the whole run group
+    is searched and the newest report wins.
+
+    Args:
+        instance: The Dagster instance that holds the run.
+        run_id: Any run of the group.
+        database_url: The project database, where `PostgresJsonIOManager` stored the outputs.
+
+    Returns:
+        The report as stored (JSON), or None when the run, its report op or the output is missing.
+    """
+    run = instance.get_run_by_id(run_id)
+    if run is None:
+        return None
+    op = report_op(run)
+    if op is None:
+        return None
+    group = instance.get_run_group(run_id)
+    run_ids = [r.run_id for r in group[1]] if group else [run_id]
+    with engine_for(database_url).connect() as conn:
+        value = conn.execute(
+            sa.select(t.step_output.c.value)
+            .where(t.step_output.c.run_id.in_(run_ids), t.step_output.c.step_key == op)
+            .order_by(t.step_output.c.created_at.desc())
+            .limit(1)
+        ).scalar_one_or_none()
+    return value if isinstance(value, dict) else None

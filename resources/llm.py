@@ -21,9 +21,7 @@ import dagster as dg
 from pydantic import Field
 
 from airwave_dagster.domain.ai.usage import Usage
-
-API_KEY_ENV = "ANTHROPIC_API_KEY"
-BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+from airwave_dagster.settings import API_KEY_ENV, BASE_URL_ENV
 
 DEFAULT_PLANNER_MODEL = "claude-opus-4-8"
 DEFAULT_WORKER_MODEL = "claude-haiku-4-5"

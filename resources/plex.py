@@ -34,11 +34,9 @@ from airwave_dagster.domain.filters import (
 )
 from airwave_dagster.domain.library import MEDIA_TYPES, Library, MediaItem
 from airwave_dagster.domain.pools import combine_pools
+from airwave_dagster.settings import PLEX_TOKEN_ENV, PLEX_URL_ENV
 
 logger = logging.getLogger(__name__)
-
-PLEX_URL_ENV = "PLEX_URL"
-PLEX_TOKEN_ENV = "PLEX_TOKEN"
 
 PAGE_SIZE = 2000
 """Items per search page. Pools are read to the end, page after page: no cap on their size."""

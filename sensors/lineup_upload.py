@@ -1,7 +1,9 @@
 """`lineup_upload_sensor`: every lineup file dropped into the inbox becomes one import run.
 
-The inbox is `$AIRWAVE_INBOX` (default `.airwave/inbox`). Each tick looks at the regular `*.json`
-files directly in it:
+The inbox is the `uploads` resource (`UploadInboxResource`; `definitions.py` binds it to
+`$AIRWAVE_INBOX`, default `.airwave/inbox`). `build_lineup_upload_sensor(job)` makes the sensor
+for the import job it is given, so this module never imports `ops`. Each tick looks at the
+regular `*.json` files directly in it:
 
 - a file still being written is left alone: it must have kept the same size and modification
   time since the previous tick and be at least `SETTLE_SECONDS` old;
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -29,32 +30,21 @@ from pathlib import Path
 
 import dagster as dg
 
-from airwave_dagster.cli.environment import airwave_home
 from airwave_dagster.domain.errors import AirwaveError
 from airwave_dagster.domain.lineup_file import MAX_LINEUP_BYTES, parse_lineup
 from airwave_dagster.run_tags import (
     DRY_RUN_TAG,
     IDEMPOTENCY_TAG,
-    IMPORT_LINEUP_JOB,
     LINEUP_SHA256_TAG,
     LINEUP_TAG,
     PLAN_IMPORT_OP,
     import_key_of_digest,
 )
+from resources.uploads import UploadInboxResource
 
-INBOX_ENV = "AIRWAVE_INBOX"
 SETTLE_SECONDS = 2.0
 """A file younger than this may still be growing; it waits for a later tick."""
 RUN_KEY_TAG = "dagster/run_key"
-
-
-def inbox_dir() -> Path:
-    """The watched folder (created on first use, with its `processed/` and `rejected/`)."""
-    raw = os.environ.get(INBOX_ENV)
-    inbox = Path(raw).expanduser() if raw else airwave_home() / "inbox"
-    for path in (inbox, inbox / "processed", inbox / "rejected"):
-        path.mkdir(parents=True, exist_ok=True)
-    return inbox
 
 
 @dataclass
@@ -101,8 +91,8 @@ def _move(path: Path, folder: Path, digest: str | None) -> Path:
     return target
 
 
-def _reject(path: Path, inbox: Path, reason: str) -> Path:
-    target = _move(path, inbox / "rejected", None)
+def _reject(path: Path, rejected: Path, reason: str) -> Path:
+    target = _move(path, rejected, None)
     target.with_name(target.name + ".error.txt").write_text(reason + "\n", encoding="utf-8")
     return target
 
@@ -127,9 +117,13 @@ def _run_exists(instance: dg.DagsterInstance, digest: str) -> bool:
 
 
 def evaluate_inbox(
-    context: dg.SensorEvaluationContext, inbox: Path, *, now: float | None = None
+    context: dg.SensorEvaluationContext,
+    uploads: UploadInboxResource,
+    *,
+    now: float | None = None,
 ) -> dg.SensorResult:
-    """One tick over `inbox` (the sensor body, separated so tests can pass any folder)."""
+    """One tick over the inbox (the sensor body, separated so tests can set the clock)."""
+    inbox, processed, rejected = uploads.folder(), uploads.processed(), uploads.rejected()
     cursor = InboxCursor.load(context.cursor)
     now = time.time() if now is None else now
     notes: list[str] = []
@@ -140,7 +134,7 @@ def evaluate_inbox(
         if not path.exists():
             del cursor.pending[name]
         elif _run_exists(context.instance, digest):
-            _move(path, inbox / "processed", digest)
+            _move(path, processed, digest)
             del cursor.pending[name]
             notes.append(f"{name}: run created, moved to processed/")
 
@@ -154,7 +148,7 @@ def evaluate_inbox(
         if stat.st_size > MAX_LINEUP_BYTES:
             _reject(
                 path,
-                inbox,
+                rejected,
                 f"{path.name}: the file is {stat.st_size:,} bytes; lineup files are limited to "
                 f"{MAX_LINEUP_BYTES:,} bytes (10 MB)",
             )
@@ -169,11 +163,11 @@ def evaluate_inbox(
         try:
             parse_lineup(content, source=path.name)
         except AirwaveError as error:
-            _reject(path, inbox, str(error))
+            _reject(path, rejected, str(error))
             notes.append(f"{path.name}: rejected (invalid)")
             continue
         if _run_exists(context.instance, digest):
-            _move(path, inbox / "processed", digest)
+            _move(path, processed, digest)
             notes.append(f"{path.name}: same content as an earlier upload; its run exists")
             continue
         cursor.pending[path.name] = digest
@@ -208,15 +202,30 @@ def evaluate_inbox(
     return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=cursor.dump())
 
 
-@dg.sensor(
-    job_name=IMPORT_LINEUP_JOB,
-    minimum_interval_seconds=5,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description=(
-        "Starts an import_lineup run for each lineup file dropped into $AIRWAVE_INBOX "
-        "(default .airwave/inbox); invalid files move to rejected/ with the reason."
-    ),
-)
-def lineup_upload_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-    """Watch the inbox (see the module docstring)."""
-    return evaluate_inbox(context, inbox_dir())
+def build_lineup_upload_sensor(job: dg.JobDefinition) -> dg.SensorDefinition:
+    """The sensor that starts a run of `job` (the import) for each file dropped into the inbox.
+
+    Args:
+        job: The `import_lineup` job; its first op takes the file as run config.
+
+    Returns:
+        `lineup_upload_sensor`, running by default, reading its folder from the `uploads`
+        resource.
+    """
+
+    @dg.sensor(
+        job=job,
+        minimum_interval_seconds=5,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=(
+            "Starts an import_lineup run for each lineup file dropped into $AIRWAVE_INBOX "
+            "(default .airwave/inbox); invalid files move to rejected/ with the reason."
+        ),
+    )
+    def lineup_upload_sensor(
+        context: dg.SensorEvaluationContext, uploads: UploadInboxResource
+    ) -> dg.SensorResult:
+        """Watch the inbox (see the module docstring)."""
+        return evaluate_inbox(context, uploads)
+
+    return lineup_upload_sensor

@@ -9,6 +9,7 @@ import psycopg2
 import pytest
 import sqlalchemy as sa
 
+from airwave_dagster import settings
 from airwave_dagster.cli import environment
 
 # Isolates plexapi from the developer's config; nothing above imports plexapi.
@@ -27,7 +28,7 @@ TEST_DATABASE = os.environ.get("AIRWAVE_TEST_DB", "airwave_test")
 
 def _server_url() -> str:
     configured = os.environ.get("AIRWAVE_TEST_DATABASE_URL") or os.environ.get(
-        environment.DATABASE_URL_ENV
+        settings.DATABASE_URL_ENV
     )
     if configured:
         return environment.normalise_url(configured)
@@ -59,8 +60,8 @@ def database_url() -> Iterator[str]:
     upgrade(url)
     dagster_url = environment.with_search_path(url, environment.DAGSTER_SCHEMA)
     # Step processes of the multiprocess executor read the same variables as production runs.
-    os.environ[environment.DATABASE_URL_ENV] = url
-    os.environ[environment.DAGSTER_PG_URL_ENV] = dagster_url
+    os.environ[settings.DATABASE_URL_ENV] = url
+    os.environ[settings.DAGSTER_PG_URL_ENV] = dagster_url
     yield url
 
 
@@ -97,8 +98,8 @@ def plex_emulator() -> Iterator[object]:
     from airwave_dagster.emulators.plex import start_emulator
 
     with start_emulator(items=2000, seed=7) as handle:
-        os.environ[environment.PLEX_URL_ENV] = handle.url
-        os.environ[environment.PLEX_TOKEN_ENV] = handle.token
+        os.environ[settings.PLEX_URL_ENV] = handle.url
+        os.environ[settings.PLEX_TOKEN_ENV] = handle.token
         yield handle
 
 

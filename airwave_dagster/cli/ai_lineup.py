@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from airwave_dagster.cli import environment
+from airwave_dagster.cli import console, environment
 from airwave_dagster.run_tags import AI_LINEUP_JOB, ANALYZE_LIBRARY_OP, LIMIT_TAG, PROVIDER_TAG
+from airwave_dagster.settings import API_KEY_ENV, PLEX_URL_ENV, Settings
 
-API_KEY_ENV = "ANTHROPIC_API_KEY"
-"""Read here only to refuse a launch early; the job reads it through `LlmResource`."""
-
-DEMO_LIMIT = 12
-"""Channels `airwave demo` builds of the offline plan (round-robin over its packages), so the
-demo stays a few minutes long on a small machine; `airwave lineup --confirm-wipe` builds all."""
-
-
-def _console() -> Any:
-    from airwave_dagster import cli
-
-    return cli
+if TYPE_CHECKING:
+    from resources.stores import Stores
 
 
 def lineup_run_config(
@@ -49,22 +38,23 @@ def launch_refusal(*, provider: str, confirm_wipe: bool, limit: int) -> str | No
     """Why the run must not start (checked before any run exists), or None."""
     if limit < 0:
         return f"--limit must be 0 (all) or positive, got {limit}"
-    if provider == "anthropic" and not os.environ.get(API_KEY_ENV):
+    # Checked here only to refuse early; the job itself reads the key through `LlmResource`.
+    settings = Settings.load()
+    key = settings.anthropic_api_key
+    if provider == "anthropic" and (key is None or not key.get_secret_value()):
         return (
             f"provider 'anthropic' needs an API key in {API_KEY_ENV}, which is not set; "
             "set it, or use --provider offline"
         )
     if confirm_wipe:
         return None
-    from resources.stores.ai import AiStore
-    from resources.stores.channels import AirwaveStore
-    from resources.stores.engine import engine_for
-
-    engine = engine_for(os.environ[environment.DATABASE_URL_ENV])
-    source_id = AirwaveStore(engine).find_source(os.environ[environment.PLEX_URL_ENV])
+    if not settings.plex_url:
+        raise RuntimeError(f"{PLEX_URL_ENV} is not set; call environment.ensure_plex() first")
+    stores = environment.open_project_stores(settings)
+    source_id = stores.channels.find_source(settings.plex_url)
     if source_id is None:
         return None
-    counts = AiStore(engine).wipe_counts(source_id)
+    counts = stores.ai.wipe_counts(source_id)
     if not counts.anything:
         return None
     return (
@@ -74,14 +64,10 @@ def launch_refusal(*, provider: str, confirm_wipe: bool, limit: int) -> str | No
     )
 
 
-def _progress(run_ids: list[str]) -> tuple[int, int | None]:
-    from resources.stores.ai import AiStore
-    from resources.stores.engine import engine_for
-
-    ai = AiStore(engine_for(os.environ[environment.DATABASE_URL_ENV]))
+def _progress(stores: Stores, run_ids: list[str]) -> tuple[int, int | None]:
     done = 0
     total: int | None = None
-    for row in ai.traces(run_ids):
+    for row in stores.ai.traces(run_ids):
         if row["phase"] == "numbering" and row["output"]:
             total = len(row["output"].get("selected", []))
         elif row["phase"] == "build" and row["status"] != "failed":
@@ -89,12 +75,8 @@ def _progress(run_ids: list[str]) -> tuple[int, int | None]:
     return done, total
 
 
-def _report(run_ids: list[str]) -> dict[str, Any] | None:
-    from resources.stores.ai import AiStore
-    from resources.stores.engine import engine_for
-
-    ai = AiStore(engine_for(os.environ[environment.DATABASE_URL_ENV]))
-    reports = [row["output"] for row in ai.traces(run_ids) if row["phase"] == "report"]
+def _report(stores: Stores, run_ids: list[str]) -> dict[str, Any] | None:
+    reports = [row["output"] for row in stores.ai.traces(run_ids) if row["phase"] == "report"]
     return reports[-1] if reports else None
 
 
@@ -116,16 +98,16 @@ def run_lineup(
     """
     from airwave_dagster.cli import launcher
 
-    cli = _console()
     refusal = launch_refusal(provider=provider, confirm_wipe=confirm_wipe, limit=limit)
     if refusal is not None:
-        cli.stderr.print(f"[bold red]error:[/] {refusal}", highlight=False)
+        console.error(refusal)
         return 2
     run_config = lineup_run_config(
         limit=limit, budget_usd=budget_usd, confirm_wipe=confirm_wipe, provider=provider
     )
     tags = {PROVIDER_TAG: provider, LIMIT_TAG: str(limit)}
-    instance = cli._instance()
+    instance = console.instance()
+    stores = environment.open_project_stores()
     with launcher.workspace(instance) as context:
         try:
             if idempotency_key is None:
@@ -141,37 +123,30 @@ def run_lineup(
                     tags=tags,
                 )
                 if not created:
-                    cli.stderr.print(
+                    console.stderr.print(
                         f"run {run.run_id} already exists for this key ({run.status.value})",
                         highlight=False,
                     )
         except launcher.LaunchRefused as error:
-            cli.stderr.print(f"[bold red]error:[/] {error}", highlight=False)
+            console.error(str(error))
             return 2
         if not wait:
-            cli.stdout.print(f"started run {run.run_id}", highlight=False)
+            console.stdout.print(f"started run {run.run_id}", highlight=False)
             return 0
-        cli.stderr.print(f"run {run.run_id} started; waiting for it to finish", highlight=False)
-        last: tuple[int, int | None] = (-1, None)
-        while True:
-            current = instance.get_run_by_id(run.run_id)
-            if current is not None and current.is_finished:
-                break
-            progress = _progress([run.run_id])
-            if progress != last and progress[1] is not None:
-                cli.stderr.print(f"  channels built: {progress[0]}/{progress[1]}", highlight=False)
-                last = progress
-            time.sleep(0.5)
+        console.stderr.print(f"run {run.run_id} started; waiting for it to finish", highlight=False)
+        console.wait_showing_progress(instance, run.run_id, lambda: _progress(stores, [run.run_id]))
     # A run whose worker died is resumed by the daemon; follow it to the run that ended the tree.
     finished = launcher.follow(instance, run.run_id)
     status = finished.status.value
-    report = _report([r.run_id for r in launcher.run_tree(instance, run.run_id)] or [run.run_id])
+    report = _report(
+        stores, [r.run_id for r in launcher.run_tree(instance, run.run_id)] or [run.run_id]
+    )
     if status != "SUCCESS" or report is None:
         for message in launcher.failure_messages(instance, run.run_id):
-            cli.stderr.print(message, highlight=False, markup=False)
+            console.stderr.print(message, highlight=False, markup=False)
         if as_json:
             sys.stdout.write(json.dumps({"run_id": run.run_id, "status": status}) + "\n")
-        cli.stderr.print(
+        console.stderr.print(
             f"run {run.run_id} ended {status}; `airwave runs resume {run.run_id}` continues it",
             highlight=False,
         )
@@ -182,7 +157,7 @@ def run_lineup(
         )
     else:
         sys.stdout.write(report.get("markdown", ""))
-        cli.stdout.print(f"run {run.run_id}: SUCCESS", highlight=False)
+        console.stdout.print(f"run {run.run_id}: SUCCESS", highlight=False)
     return 0
 
 
@@ -209,7 +184,7 @@ def lineup_command(
     idempotency_key: str | None,
 ) -> None:
     """Build an AI lineup of the Plex library as a Dagster run of `ai_lineup`."""
-    _console()._prepare(plex=True)
+    console.prepare(plex=True)
     sys.exit(
         run_lineup(
             limit=limit,

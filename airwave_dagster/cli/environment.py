@@ -5,6 +5,9 @@ configured: a PostgreSQL cluster under `.airwave/pg` (from the `pixeltable-pgser
 system server is needed), the `airwave` database with its `dagster` and `airwave` schemas, and a
 `DAGSTER_HOME` holding the repository's `dagster.yaml`. Setting `AIRWAVE_DATABASE_URL` replaces the
 private server with an existing one.
+
+Values are read through `airwave_dagster.settings.Settings`; this module only *writes* the process
+environment, to hand what it resolved to the Dagster processes started from here.
 """
 
 from __future__ import annotations
@@ -15,17 +18,24 @@ import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg2
 from psycopg2 import sql
 
-DATABASE_URL_ENV = "AIRWAVE_DATABASE_URL"
-DAGSTER_PG_URL_ENV = "AIRWAVE_DAGSTER_PG_URL"
-HOME_ENV = "AIRWAVE_HOME"
-PLEX_URL_ENV = "PLEX_URL"
-PLEX_TOKEN_ENV = "PLEX_TOKEN"
+from airwave_dagster.settings import (
+    DAGSTER_HOME_ENV,
+    DAGSTER_PG_URL_ENV,
+    DATABASE_URL_ENV,
+    PLEX_TOKEN_ENV,
+    PLEX_URL_ENV,
+    Settings,
+)
+
+if TYPE_CHECKING:
+    from resources.stores import Stores
+
 DEFAULT_DATABASE = "airwave"
 DAGSTER_SCHEMA = "dagster"
 APP_SCHEMA = "airwave"
@@ -49,10 +59,12 @@ def project_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def airwave_home() -> Path:
-    """The directory for local state: `$AIRWAVE_HOME`, else `<repo>/.airwave`."""
-    configured = os.environ.get(HOME_ENV)
-    home = Path(configured) if configured else project_root() / ".airwave"
+def airwave_home(settings: Settings | None = None) -> Path:
+    """The directory for local state (created): `Settings.resolved_home()`.
+
+    That is `$AIRWAVE_HOME`, else `<checkout>/.airwave`, else (installed) the user data directory.
+    """
+    home = (settings or Settings.load()).resolved_home()
     home.mkdir(parents=True, exist_ok=True)
     return home.resolve()
 
@@ -175,23 +187,23 @@ def ensure_schemas(database_url: str) -> None:
         conn.close()
 
 
-def resolve_database_url(home: Path) -> str:
+def resolve_database_url(home: Path, settings: Settings | None = None) -> str:
     """The application database URL: `$AIRWAVE_DATABASE_URL`, else the private server's."""
-    configured = os.environ.get(DATABASE_URL_ENV)
+    configured = (settings or Settings.load()).database_url
     if configured:
         return normalise_url(configured)
     return ensure_database(start_private_postgres(home), DEFAULT_DATABASE)
 
 
-def prepare_dagster_home(home: Path) -> Path:
+def prepare_dagster_home(home: Path, settings: Settings | None = None) -> Path:
     """`$DAGSTER_HOME` if set, else `.airwave/dagster_home` holding a copy of `dagster.yaml`.
 
     The copy is refreshed on every call so edits to the repository's file take effect; the
     repository root is never used as DAGSTER_HOME because Dagster writes run artifacts there.
     """
-    configured = os.environ.get("DAGSTER_HOME")
-    if configured:
-        return Path(configured)
+    configured = (settings or Settings.load()).dagster_home
+    if configured is not None:
+        return configured
     dagster_home = home / "dagster_home"
     dagster_home.mkdir(parents=True, exist_ok=True)
     source = project_root() / "dagster.yaml"
@@ -207,20 +219,19 @@ def prepare(*, migrate: bool = True) -> Environment:
     Sets `AIRWAVE_DATABASE_URL`, `AIRWAVE_DAGSTER_PG_URL` and `DAGSTER_HOME` so that Dagster's
     code servers, run workers and step processes started from here see the same database.
     """
-    home = airwave_home()
-    database_url = resolve_database_url(home)
+    settings = Settings.load()
+    home = airwave_home(settings)
+    database_url = resolve_database_url(home, settings)
     ensure_schemas(database_url)
     if migrate:
         from resources.migrations import upgrade
 
         upgrade(database_url)
-    dagster_url = os.environ.get(DAGSTER_PG_URL_ENV) or with_search_path(
-        database_url, DAGSTER_SCHEMA
-    )
-    dagster_home = prepare_dagster_home(home)
+    dagster_url = settings.dagster_pg_url or with_search_path(database_url, DAGSTER_SCHEMA)
+    dagster_home = prepare_dagster_home(home, settings)
     os.environ[DATABASE_URL_ENV] = database_url
     os.environ[DAGSTER_PG_URL_ENV] = dagster_url
-    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    os.environ[DAGSTER_HOME_ENV] = str(dagster_home)
     return Environment(
         home=home,
         database_url=database_url,
@@ -252,7 +263,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def ensure_plex(home: Path | None = None) -> tuple[str, str]:
+def ensure_plex(home: Path | None = None, settings: Settings | None = None) -> tuple[str, str]:
     """`PLEX_URL`/`PLEX_TOKEN` if configured, else the bundled Plex emulator (started once).
 
     The emulator runs detached with the demo library and is reused by later commands; its
@@ -264,12 +275,12 @@ def ensure_plex(home: Path | None = None) -> tuple[str, str]:
     import sys
     import time
 
-    configured = os.environ.get(PLEX_URL_ENV)
-    if configured:
-        if not os.environ.get(PLEX_TOKEN_ENV):
+    settings = settings or Settings.load()
+    if settings.plex_url:
+        if settings.plex_token is None or not settings.plex_token.get_secret_value():
             raise RuntimeError(f"{PLEX_URL_ENV} is set but {PLEX_TOKEN_ENV} is not")
-        return configured, os.environ[PLEX_TOKEN_ENV]
-    home = home or airwave_home()
+        return settings.plex_url, settings.plex_token.get_secret_value()
+    home = home or airwave_home(settings)
     state_file = home / "plex-emulator.json"
     if state_file.exists():
         state = json.loads(state_file.read_text())
@@ -325,3 +336,31 @@ def stop_plex_emulator(home: Path | None = None) -> bool:
     except (ProcessLookupError, TypeError, ValueError):
         return False
     return True
+
+
+def exported_database_url(settings: Settings | None = None) -> str:
+    """The project database URL `prepare` exported (or the one configured).
+
+    Raises:
+        RuntimeError: No database is configured or exported yet (`prepare` was not called).
+    """
+    configured = (settings or Settings.load()).database_url
+    if not configured:
+        raise RuntimeError(f"{DATABASE_URL_ENV} is not set; call environment.prepare() first")
+    return normalise_url(configured)
+
+
+def open_project_stores(settings: Settings | None = None) -> Stores:
+    """The repositories over the project database `prepare` exported.
+
+    Claims are judged stale after `AIRWAVE_CLAIM_STALE_SECONDS`, as in the Dagster processes.
+    """
+    from datetime import timedelta
+
+    from resources.stores import open_stores
+
+    settings = settings or Settings.load()
+    return open_stores(
+        exported_database_url(settings),
+        claim_stale_after=timedelta(seconds=settings.claim_stale_seconds),
+    )

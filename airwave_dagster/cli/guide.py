@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from airwave_dagster.cli import environment
+from airwave_dagster.cli import console
 
 MAX_GUIDE_HOURS = 24 * 14
 """Longest guide accepted: twice the 7-day horizon the schedules keep."""
@@ -31,13 +31,12 @@ def guide_xml(database_url: str, hours: int, now: datetime | None = None) -> byt
     if not 1 <= hours <= MAX_GUIDE_HOURS:
         raise ValueError(f"--hours must be between 1 and {MAX_GUIDE_HOURS}, got {hours}")
     from airwave_dagster.domain.xmltv import render_xmltv
-    from resources.stores.channels import AirwaveStore
-    from resources.stores.engine import engine_for
-    from resources.stores.maintenance import MaintenanceStore
+    from resources.stores import open_stores
 
     start = now or datetime.now(UTC)
-    store = MaintenanceStore(AirwaveStore(engine_for(database_url)))
-    channels, programmes = store.guide(start, start + timedelta(hours=hours))
+    channels, programmes = open_stores(database_url).maintenance.guide(
+        start, start + timedelta(hours=hours)
+    )
     return render_xmltv(channels, programmes)
 
 
@@ -60,7 +59,7 @@ def guide_command(hours: int, output: Path | None) -> None:
         raise click.BadParameter(
             f"the folder {output.parent} does not exist", param_hint="--output"
         )
-    env = environment.prepare()
+    env = console.prepare()
     document = guide_xml(env.database_url, hours)
     if output is None:
         sys.stdout.buffer.write(document)

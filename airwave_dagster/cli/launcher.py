@@ -22,7 +22,7 @@ from dagster._core.remote_representation.external import RemoteJob
 from dagster._core.workspace.context import BaseWorkspaceRequestContext, WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 
-from airwave_dagster.cli.environment import DATABASE_URL_ENV, airwave_home, project_root
+from airwave_dagster.cli.environment import airwave_home, open_project_stores, project_root
 from airwave_dagster.run_tags import CANCEL_REASON_TAG, IDEMPOTENCY_TAG
 
 LOCATION_NAME = "airwave"
@@ -270,8 +270,6 @@ def cancel(
         process_alive,
         worker_pid,
     )
-    from resources.stores.claims import ChannelClaims
-    from resources.stores.engine import engine_for
 
     run = instance.get_run_by_id(run_id)
     if run is None:
@@ -305,7 +303,7 @@ def cancel(
         # The worker could not be reached or did not stop in time: record the cancel so the run
         # does not stay in progress forever.
         instance.report_run_canceled(current, message=f"Canceled: {reason}")
-    released = ChannelClaims(engine_for(os.environ[DATABASE_URL_ENV])).release_run({run_id})
+    released = open_project_stores().claims.release_run({run_id})
     final = instance.get_run_by_id(run_id)
     assert final is not None
     return final, True, released
@@ -327,44 +325,22 @@ def start_idempotent(
     one key create exactly one run. Runs the upload sensor started for the same key (tagged with
     it) count too. `force` starts another run and makes it the key's run.
     """
-    import sqlalchemy as sa
-    from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-    from resources import tables as t
-    from resources.stores.engine import engine_for
-
-    engine = engine_for(os.environ[DATABASE_URL_ENV])
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
-        )
+    with open_project_stores().runs.slot(key) as slot:
         if not force:
-            existing = _existing_run(instance, conn, key)
+            existing = _existing_run(instance, slot.recorded_run_id(), key)
             if existing is not None:
                 return existing, False
         run = create_run(
             instance, context, job_name, run_config, {**tags, IDEMPOTENCY_TAG: key[:200]}
         )
-        stmt = pg_insert(t.run_start).values(
-            idempotency_key=key, job_name=job_name, run_id=run.run_id
-        )
-        conn.execute(
-            stmt.on_conflict_do_update(
-                index_elements=["idempotency_key"],
-                set_={"run_id": run.run_id, "job_name": job_name, "created_at": sa.func.now()},
-            )
-        )
+        slot.record(run.run_id, job_name)
     return launch(instance, context, run), True
 
 
-def _existing_run(instance: dg.DagsterInstance, conn: Any, key: str) -> dg.DagsterRun | None:
-    import sqlalchemy as sa
-
-    from resources import tables as t
-
-    run_id = conn.execute(
-        sa.select(t.run_start.c.run_id).where(t.run_start.c.idempotency_key == key)
-    ).scalar_one_or_none()
+def _existing_run(
+    instance: dg.DagsterInstance, run_id: str | None, key: str
+) -> dg.DagsterRun | None:
+    """The key's recorded run if the instance still has it, else a run tagged with the key."""
     if run_id is not None:
         run = instance.get_run_by_id(run_id)
         if run is not None:

@@ -15,27 +15,19 @@ from typing import Any
 import click
 from rich.table import Table
 
-from airwave_dagster.cli import environment
+from airwave_dagster.cli import console, environment
 from airwave_dagster.run_tags import CANCEL_REASON_TAG, IMPORT_LINEUP_JOB, LINEUP_TAG
 
 
-def _console() -> tuple[Any, Any]:
-    from airwave_dagster.cli import stderr, stdout
-
-    return stdout, stderr
-
-
 def _instance() -> Any:
-    import dagster as dg
-
-    environment.prepare()
-    return dg.DagsterInstance.get()
+    console.prepare()
+    return console.instance()
 
 
-def _fail(message: str) -> None:
-    _, stderr = _console()
-    stderr.print(f"[bold red]error:[/] {message}", highlight=False)
-    sys.exit(1)
+def _report(instance: Any, run_id: str) -> dict[str, Any] | None:
+    from resources.io_manager import stored_report
+
+    return stored_report(instance, run_id, environment.exported_database_url())
 
 
 def step_states(instance: Any, run_id: str) -> dict[str, list[str]]:
@@ -62,24 +54,22 @@ def step_states(instance: Any, run_id: str) -> dict[str, list[str]]:
 
 def _finish(instance: Any, run: Any, *, wait: bool, as_json: bool, verb: str) -> None:
     from airwave_dagster.cli import launcher
-    from airwave_dagster.reports import stored_report
 
-    stdout, stderr = _console()
     if not wait:
         if as_json:
             print(json.dumps({"run_id": run.run_id, "status": run.status.value}))
         else:
-            stdout.print(f"{verb} run {run.run_id}", highlight=False)
+            console.stdout.print(f"{verb} run {run.run_id}", highlight=False)
         return
-    stderr.print(f"{verb} run {run.run_id}; waiting for it to finish", highlight=False)
+    console.stderr.print(f"{verb} run {run.run_id}; waiting for it to finish", highlight=False)
     final = launcher.follow(instance, run.run_id)
-    report = stored_report(instance, final.run_id)
+    report = _report(instance, final.run_id)
     if as_json:
         print(json.dumps({"run_id": final.run_id, "status": final.status.value, "report": report}))
     else:
         for message in launcher.failure_messages(instance, final.run_id):
-            stderr.print(message, highlight=False, markup=False)
-        stdout.print(f"run {final.run_id}: {final.status.value}", highlight=False)
+            console.stderr.print(message, highlight=False, markup=False)
+        console.stdout.print(f"run {final.run_id}: {final.status.value}", highlight=False)
     if final.status.value != "SUCCESS":
         sys.exit(1)
 
@@ -122,7 +112,7 @@ def runs_list(limit: int, as_json: bool) -> None:
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*(str(value) for value in row.values()))
-    _console()[0].print(table)
+    console.stdout.print(table)
 
 
 @runs_group.command("show")
@@ -131,15 +121,14 @@ def runs_list(limit: int, as_json: bool) -> None:
 def runs_show(run_id: str, as_json: bool) -> None:
     """Status, steps by state, failures and the report of one run."""
     from airwave_dagster.cli import launcher
-    from airwave_dagster.reports import stored_report
 
     instance = _instance()
     run = instance.get_run_by_id(run_id)
     if run is None:
-        _fail(f"no run {run_id}")
+        console.fail(f"no run {run_id}")
     steps = step_states(instance, run_id)
     failures = launcher.failure_messages(instance, run_id)
-    report = stored_report(instance, run_id)
+    report = _report(instance, run_id)
     tree = [
         {"run_id": r.run_id, "status": r.status.value, "parent": r.parent_run_id}
         for r in launcher.run_tree(instance, run_id)
@@ -161,25 +150,22 @@ def runs_show(run_id: str, as_json: bool) -> None:
             )
         )
         return
-    stdout, stderr = _console()
-    stdout.print(f"run {run_id} ({run.job_name}): {run.status.value}", highlight=False)
+    console.stdout.print(f"run {run_id} ({run.job_name}): {run.status.value}", highlight=False)
     if run.tags.get(CANCEL_REASON_TAG):
-        stdout.print(f"  cancel reason: {run.tags[CANCEL_REASON_TAG]}", highlight=False)
+        console.stdout.print(f"  cancel reason: {run.tags[CANCEL_REASON_TAG]}", highlight=False)
     for state, keys in steps.items():
         shown = ", ".join(keys[:10]) + (f", … ({len(keys) - 10} more)" if len(keys) > 10 else "")
-        stdout.print(f"  {state}: {len(keys)}  {shown}", highlight=False)
+        console.stdout.print(f"  {state}: {len(keys)}  {shown}", highlight=False)
     if len(tree) > 1:
-        stdout.print("  run tree:", highlight=False)
+        console.stdout.print("  run tree:", highlight=False)
         for entry in tree:
-            stdout.print(f"    {entry['run_id']} {entry['status']}", highlight=False)
+            console.stdout.print(f"    {entry['run_id']} {entry['status']}", highlight=False)
     for message in failures:
-        stderr.print(message, highlight=False, markup=False)
+        console.stderr.print(message, highlight=False, markup=False)
     if report is not None and run.job_name == IMPORT_LINEUP_JOB:
-        from airwave_dagster.cli import _print_report
-
-        _print_report(report)
+        console.print_import_report(report)
     elif report is not None:
-        stdout.print_json(json.dumps(report))
+        console.stdout.print_json(json.dumps(report))
 
 
 @runs_group.command("resume")
@@ -199,7 +185,7 @@ def runs_resume(run_id: str, wait: bool, as_json: bool) -> None:
         try:
             run = launcher.resume(instance, context, run_id)
         except launcher.LaunchRefused as error:
-            _fail(str(error))
+            console.fail(str(error))
         _finish(instance, run, wait=wait, as_json=as_json, verb="resumed as")
 
 
@@ -217,7 +203,7 @@ def runs_reexecute(run_id: str, all_steps: bool, wait: bool, as_json: bool) -> N
         try:
             run = launcher.reexecute_all(instance, context, run_id)
         except launcher.LaunchRefused as error:
-            _fail(str(error))
+            console.fail(str(error))
         _finish(instance, run, wait=wait, as_json=as_json, verb="re-executed as")
 
 
@@ -236,7 +222,7 @@ def runs_cancel(run_id: str, reason: str, as_json: bool) -> None:
     try:
         run, changed, released = launcher.cancel(instance, run_id, reason)
     except launcher.LaunchRefused as error:
-        _fail(str(error))
+        console.fail(str(error))
     if as_json:
         print(
             json.dumps(
@@ -249,11 +235,10 @@ def runs_cancel(run_id: str, reason: str, as_json: bool) -> None:
             )
         )
         return
-    stdout, _ = _console()
     if changed:
-        stdout.print(
+        console.stdout.print(
             f"run {run_id}: {run.status.value} ({released} leftover claim(s) deleted)",
             highlight=False,
         )
     else:
-        stdout.print(f"run {run_id} already finished: {run.status.value}", highlight=False)
+        console.stdout.print(f"run {run_id} already finished: {run.status.value}", highlight=False)

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from airwave_dagster.cli import environment
-from airwave_dagster.cli.ai_lineup import API_KEY_ENV, launch_refusal, lineup_run_config
+from airwave_dagster.cli.ai_lineup import launch_refusal, lineup_run_config
+from airwave_dagster.settings import API_KEY_ENV
 from resources import tables as t
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex]

@@ -13,6 +13,7 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
+from airwave_dagster import settings
 from airwave_dagster.cli import environment
 from airwave_dagster.domain.lineup_file import parse_lineup
 from resources import migrations
@@ -63,7 +64,7 @@ def test_import_json_creates_a_ui_reexecutable_run(
         assert run.remote_job_origin is not None
         assert run.remote_job_origin.location_name == "airwave"
         # The Plex token and the database URL enter as environment variables only.
-        secret = cli_env[environment.PLEX_TOKEN_ENV]
+        secret = cli_env[settings.PLEX_TOKEN_ENV]
         assert secret not in json.dumps(run.run_config) + json.dumps(dict(run.tags))
         for record in instance.all_logs(run.run_id):
             assert secret not in record.message
@@ -105,7 +106,7 @@ def test_schema_and_db_upgrade(cli_env) -> None:
 
 @pytest.mark.timeout(900)
 def test_demo_starts_the_emulator_itself_imports_and_builds_an_ai_lineup(cli_env, store) -> None:
-    env = {k: v for k, v in cli_env.items() if k not in (environment.PLEX_URL_ENV, "PLEX_TOKEN")}
+    env = {k: v for k, v in cli_env.items() if k not in (settings.PLEX_URL_ENV, "PLEX_TOKEN")}
     try:
         done = _airwave(env, "demo", timeout=850)
         assert done.returncode == 0, done.stderr

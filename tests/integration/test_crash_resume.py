@@ -105,9 +105,9 @@ def _assert_complete(dev: Dev, database_url: str, root_run_id: str, *, killed: i
     local = dev.home / "storage"
     assert not [p for p in local.rglob("*") if p.is_file()] if local.exists() else True
     report = launcher.follow(dev.instance, root_run_id)
-    from airwave_dagster.reports import stored_report
+    from resources.io_manager import stored_report
 
-    stored = stored_report(dev.instance, report.run_id)
+    stored = stored_report(dev.instance, report.run_id, database_url)
     assert stored is not None
     assert sorted(c["number"] for c in stored["channels"]) == planned
 

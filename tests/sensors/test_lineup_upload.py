@@ -13,15 +13,20 @@ import dagster as dg
 import pytest
 
 from airwave_dagster.run_tags import import_key
-from sensors.lineup_upload import SETTLE_SECONDS, evaluate_inbox, inbox_dir
+from resources.uploads import UploadInboxResource
+from sensors.lineup_upload import SETTLE_SECONDS, evaluate_inbox
 from tests.support import lineups
 
 pytestmark = pytest.mark.postgres
 
 
 def _tick(instance: Any, inbox: Path, cursor: str | None, now: float) -> dg.SensorResult:
-    context = dg.build_sensor_context(instance=instance, cursor=cursor)
-    return evaluate_inbox(context, inbox, now=now)
+    context = dg.build_sensor_context(
+        instance=instance,
+        cursor=cursor,
+        resources={"uploads": UploadInboxResource(path=str(inbox))},
+    )
+    return evaluate_inbox(context, context.resources.uploads, now=now)
 
 
 def _settled(instance: Any, inbox: Path, cursor: str | None = None) -> dg.SensorResult:
@@ -31,9 +36,8 @@ def _settled(instance: Any, inbox: Path, cursor: str | None = None) -> dg.Sensor
     return _tick(instance, inbox, first.cursor, later + 5)
 
 
-def _inbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("AIRWAVE_INBOX", str(tmp_path / "inbox"))
-    return inbox_dir()
+def _inbox(tmp_path: Path) -> Path:
+    return UploadInboxResource(path=str(tmp_path / "inbox")).folder()
 
 
 def _write(inbox: Path, name: str, payload: Any) -> Path:
@@ -61,10 +65,8 @@ def _noop_job() -> None:
     _noop()
 
 
-def test_new_file_becomes_one_run_then_moves_to_processed(
-    dagster_instance, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    inbox = _inbox(tmp_path, monkeypatch)
+def test_new_file_becomes_one_run_then_moves_to_processed(dagster_instance, tmp_path: Path) -> None:
+    inbox = _inbox(tmp_path)
     content = json.dumps(lineups.genre_lineup(2))
     _write(inbox, "lineup.json", content)
     _write(inbox, "notes.txt", "not a lineup")
@@ -89,10 +91,8 @@ def test_new_file_becomes_one_run_then_moves_to_processed(
     assert (inbox / "notes.txt").exists(), "other files are left alone"
 
 
-def test_same_content_twice_gives_one_run(
-    dagster_instance, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    inbox = _inbox(tmp_path, monkeypatch)
+def test_same_content_twice_gives_one_run(dagster_instance, tmp_path: Path) -> None:
+    inbox = _inbox(tmp_path)
     content = json.dumps(lineups.genre_lineup(1, first_number=700))
     _write(inbox, "a.json", content)
     _write(inbox, "b.json", content)
@@ -110,10 +110,8 @@ def test_same_content_twice_gives_one_run(
     assert not (inbox / "again.json").exists()
 
 
-def test_invalid_file_is_rejected_with_the_reason(
-    dagster_instance, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    inbox = _inbox(tmp_path, monkeypatch)
+def test_invalid_file_is_rejected_with_the_reason(dagster_instance, tmp_path: Path) -> None:
+    inbox = _inbox(tmp_path)
     bad = lineups.genre_lineup(1)
     bad["channels"][0]["number"] = -5
     _write(inbox, "bad.json", bad)
@@ -132,10 +130,8 @@ def test_invalid_file_is_rejected_with_the_reason(
     assert "broken.json" in reasons["broken.json.error.txt"]
 
 
-def test_oversized_symlinked_and_partial_files(
-    dagster_instance, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    inbox = _inbox(tmp_path, monkeypatch)
+def test_oversized_symlinked_and_partial_files(dagster_instance, tmp_path: Path) -> None:
+    inbox = _inbox(tmp_path)
     big = inbox / "huge.json"
     with big.open("wb") as handle:
         handle.truncate(10 * 1024 * 1024 + 1)

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from airwave_dagster import settings
 from airwave_dagster.cli import environment
 
 AIRWAVE = str(Path(sys.executable).parent / "airwave")
@@ -186,8 +187,8 @@ def dev(
         **os.environ,
         "DAGSTER_HOME": str(home),
         "AIRWAVE_HOME": str(workdir / "home"),
-        environment.PLEX_URL_ENV: slow_plex.url,
-        environment.PLEX_TOKEN_ENV: slow_plex.token,
+        settings.PLEX_URL_ENV: slow_plex.url,
+        settings.PLEX_TOKEN_ENV: slow_plex.token,
         "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
         "AIRWAVE_INBOX": str(workdir / "inbox"),
     }
@@ -253,8 +254,8 @@ def fresh(dev: Dev, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Dev:
     for name in (
         "DAGSTER_HOME",
         "AIRWAVE_HOME",
-        environment.PLEX_URL_ENV,
-        environment.PLEX_TOKEN_ENV,
+        settings.PLEX_URL_ENV,
+        settings.PLEX_TOKEN_ENV,
         "AIRWAVE_CLAIM_STALE_SECONDS",
         "AIRWAVE_INBOX",
     ):

@@ -1,0 +1,217 @@
+"""`airwave import`, `export` and `schema`: lineup files in and out of the project database."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from airwave_dagster.cli import console, environment
+from airwave_dagster.run_tags import (
+    DRY_RUN_TAG,
+    IMPORT_LINEUP_JOB,
+    LINEUP_TAG,
+    PLAN_IMPORT_OP,
+    import_key,
+)
+
+if TYPE_CHECKING:
+    from resources.stores import Stores
+
+
+def _report_for(run_id: str) -> dict[str, Any] | None:
+    """The run's report: the stored output of its job's report op, from any run of its tree."""
+    from resources.io_manager import stored_report
+
+    return stored_report(console.instance(), run_id, environment.exported_database_url())
+
+
+def _progress(stores: Stores, run_id: str) -> tuple[int, int | None]:
+    done = 0
+    total: int | None = None
+    for row in stores.channels.traces(run_id):
+        if row["phase"] == "plan" and row["output"]:
+            total = row["output"]["counts"]["to_create"]
+        elif row["phase"] == "channel" and row["step_name"] == "buildChannel":
+            done += 1
+    return done, total
+
+
+def _import_run_config(
+    content: str, name: str, *, dry_run: bool, select: list[int] | None
+) -> dict[str, Any]:
+    config: dict[str, Any] = {"lineup_json": content, "lineup_name": name, "dry_run": dry_run}
+    if select is not None:
+        config["selected_numbers"] = select
+    return {
+        "ops": {PLAN_IMPORT_OP: {"config": config}},
+        # The run worker shares this terminal; the CLI shows progress itself, and the full event
+        # log stays in the UI.
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+    }
+
+
+def _read_lineup_text(path: Path) -> tuple[bytes, str]:
+    """The file's bytes and text, or the end of the command with the parser's words."""
+    from airwave_dagster.domain.errors import AirwaveError
+    from airwave_dagster.domain.lineup_file import check_lineup_size, parse_lineup
+
+    if not path.exists():
+        console.fail(f"{path}: no such file")
+    try:
+        check_lineup_size(path.stat().st_size, source=path.name)
+    except AirwaveError as error:
+        console.fail(str(error))
+    raw = path.read_bytes()
+    try:
+        return raw, raw.decode("utf-8")
+    except UnicodeDecodeError:
+        # The content travels inline in the run config, which must be text; the parser words
+        # the problem the same way the plan step would (byte offset and line).
+        try:
+            parse_lineup(raw, source=path.name)
+        except AirwaveError as error:
+            console.fail(str(error))
+        raise
+
+
+def run_import(
+    path: Path,
+    *,
+    dry_run: bool,
+    select: list[int] | None,
+    wait: bool,
+    as_json: bool,
+    force: bool = False,
+    idempotency_key: str | None = None,
+) -> int:
+    """Start an `import_lineup` run of the file at `path`; with `wait`, print its report.
+
+    A start while a run exists for the same idempotency key (by default the file's content and
+    options, see `run_tags.import_key`) returns that run, unless `force`.
+
+    Returns:
+        The process exit code (0 on success).
+    """
+    from airwave_dagster.cli import launcher
+
+    raw, content = _read_lineup_text(path)
+    run_config = _import_run_config(content, path.name, dry_run=dry_run, select=select)
+    tags = {LINEUP_TAG: path.name, DRY_RUN_TAG: str(dry_run).lower()}
+    key = idempotency_key or import_key(raw, dry_run=dry_run, select=select)
+    instance = console.instance()
+    stores = environment.open_project_stores()
+    with launcher.workspace(instance) as context:
+        try:
+            run, created = launcher.start_idempotent(
+                instance,
+                context,
+                key=key,
+                job_name=IMPORT_LINEUP_JOB,
+                run_config=run_config,
+                tags=tags,
+                force=force,
+            )
+        except launcher.LaunchRefused as error:
+            console.fail(str(error))
+        if not created:
+            console.stderr.print(
+                f"run {run.run_id} already imports this content ({run.status.value}); "
+                "returning it (--force starts another)",
+                highlight=False,
+            )
+        if not wait:
+            console.stdout.print(
+                f"{'started' if created else 'existing'} run {run.run_id}", highlight=False
+            )
+            return 0
+        console.stderr.print(f"run {run.run_id}: waiting for it to finish", highlight=False)
+        console.wait_showing_progress(instance, run.run_id, lambda: _progress(stores, run.run_id))
+    finished = launcher.follow(instance, run.run_id)
+    if finished.run_id != run.run_id:
+        console.stderr.print(
+            f"run {run.run_id} was resumed as run {finished.run_id}", highlight=False
+        )
+    report = _report_for(finished.run_id)
+    if finished.status.value != "SUCCESS" or report is None:
+        for message in launcher.failure_messages(instance, finished.run_id):
+            console.stderr.print(message, highlight=False, markup=False)
+        if as_json:
+            print(json.dumps({"run_id": finished.run_id, "status": finished.status.value}))
+        console.stderr.print(
+            f"run {finished.run_id} ended {finished.status.value}", highlight=False
+        )
+        return 1
+    if as_json:
+        print(json.dumps({"run_id": finished.run_id, "status": "SUCCESS", "report": report}))
+    else:
+        console.print_import_report(report)
+        console.stdout.print(f"run {finished.run_id}: SUCCESS", highlight=False)
+    return 0
+
+
+@click.command("import")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Plan and resolve pools; write nothing.")
+@click.option("--select", "select", help="Only these file channel numbers, e.g. 101,102.")
+@click.option("--wait", is_flag=True, help="Show progress and print the report at the end.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (implies --wait).")
+@click.option("--force", is_flag=True, help="Start a new run even if one exists for this content.")
+@click.option(
+    "--idempotency-key",
+    help="Starts with the same key return the same run (default: the file's content hash).",
+)
+def import_command(
+    path: Path,
+    dry_run: bool,
+    select: str | None,
+    wait: bool,
+    as_json: bool,
+    force: bool,
+    idempotency_key: str | None,
+) -> None:
+    """Import a lineup file as a Dagster run of `import_lineup` (visible in the UI)."""
+    numbers: list[int] | None = None
+    if select is not None:
+        try:
+            numbers = [int(part) for part in select.split(",") if part.strip()]
+        except ValueError:
+            console.fail(f"--select takes comma-separated channel numbers, got {select!r}")
+    console.prepare(plex=True)
+    sys.exit(
+        run_import(
+            path,
+            dry_run=dry_run,
+            select=numbers,
+            wait=wait or as_json,
+            as_json=as_json,
+            force=force,
+            idempotency_key=idempotency_key,
+        )
+    )
+
+
+@click.command("export")
+@click.option("--output", type=click.Path(path_type=Path), help="Write here instead of stdout.")
+def export_command(output: Path | None) -> None:
+    """Export every package and channel as a lineup v1 file."""
+    from airwave_dagster.domain.lineup_file import dump_lineup
+
+    console.prepare()
+    text = dump_lineup(environment.open_project_stores().channels.export_lineup())
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        console.stderr.print(f"wrote {output}", highlight=False)
+
+
+@click.command("schema")
+def schema_command() -> None:
+    """Print the JSON Schema of lineup files (v1)."""
+    from airwave_dagster.domain.lineup_file import lineup_json_schema
+
+    print(json.dumps(lineup_json_schema(), indent=2))
