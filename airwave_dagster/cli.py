@@ -240,6 +240,7 @@ def import_command(
             numbers = [int(part) for part in select.split(",") if part.strip()]
         except ValueError:
             _fail(f"--select takes comma-separated channel numbers, got {select!r}")
+    refuse_invalid_lineup(path)  # before Postgres, the emulator or a run is started
     _prepare(plex=True)
     sys.exit(
         _run_import(
@@ -369,6 +370,7 @@ def demo_command() -> None:
     )
 
 
+from airwave_dagster.cli_check import refuse_invalid_lineup  # noqa: E402
 from airwave_dagster.cli_guide import guide_command  # noqa: E402 (registered after main exists)
 from airwave_dagster.cli_lineup import DEMO_LIMIT, lineup_command, run_lineup  # noqa: E402
 from airwave_dagster.cli_runs import runs_group  # noqa: E402

@@ -4,7 +4,7 @@ Each case is generated in memory, written to a temporary file and measured in a 
 process (so one case's peak memory never inflates the next): wall time of `parse_lineup` plus
 `plan_import` against an empty instance, the process's peak resident memory above its baseline,
 the outcome (accepted, refused, or another exception escaping) and the size of the refusal message.
-Memory is the process's peak resident set (ru_maxrss) and, for reference, that peak just before
+Memory is the process's peak resident set (VmHWM) and, for reference, that peak just before
 the measured step (the interpreter, pydantic, the domain modules and the file's bytes).
 
 Run from the repository root::
@@ -89,6 +89,28 @@ def many_valid_channels() -> bytes:
     return b'{"version": 1, "packages": [], "channels": [' + b",".join(parts) + b"]}"
 
 
+def full_valid_file() -> bytes:
+    """MAX_CHANNELS (20,000) distinct valid channels with real filters, just under the limit."""
+    channels = []
+    for index in range(20_000):
+        conditions = [
+            {"type": "condition", "id": f"{j}", "field": "genre", "op": "is", "value": f"G{j}"}
+            for j in range(4)
+        ]  # fmt: skip
+        envelope = {"mediaTypes": ["movie"], "filter": {"type": "group", "combinator": "or",
+                                                         "children": conditions}}  # fmt: skip
+        channels.append(
+            _channel(
+                1 + index % 500,
+                f"Channel {index}",
+                definitions=[{"kind": "PREDICATE", "plexFilter": envelope}],
+            )
+        )
+    data = json.dumps(_file(channels)).encode()
+    assert len(data) < LIMIT, len(data)
+    return data
+
+
 def deep_filter_children() -> bytes:
     """One filter group with 400,000 invalid children (numbers instead of nodes)."""
     children = ",".join(["1"] * 400_000)
@@ -110,17 +132,25 @@ CASES: dict[str, Callable[[], bytes]] = {
     "huge-integer": huge_integer,
     "many-valid-channels": many_valid_channels,
     "many-filter-children": deep_filter_children,
+    "full-valid-file": full_valid_file,
 }
 
 _MEASURE = r"""
-import json, resource, sys, time
+import json, sys, time
 from pathlib import Path
 from airwave_dagster.domain.import_plan import InstanceState, plan_import
 from airwave_dagster.domain.lineup_file import parse_lineup
 from airwave_dagster.domain.errors import AirwaveError
 
 data = Path(sys.argv[1]).read_bytes()
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def high_water():
+    # VmHWM belongs to this process image; ru_maxrss would carry the parent's peak over exec.
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+base = high_water()
 start = time.perf_counter()
 outcome, message = "accepted", ""
 try:
@@ -130,7 +160,7 @@ except AirwaveError as error:
 except Exception as error:
     outcome, message = "ESCAPED " + type(error).__name__, str(error)
 seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = high_water()
 print(json.dumps({"seconds": seconds, "peak_mb": peak / 1024, "base_mb": base / 1024,
                   "outcome": outcome,
                   "message_bytes": len(message.encode("utf-8", "surrogatepass"))}))

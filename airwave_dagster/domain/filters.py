@@ -735,6 +735,7 @@ def canonical_json(value: object) -> str:
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_encode_string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def _utf16_order(key: str) -> bytes:
@@ -743,7 +744,10 @@ def _utf16_order(key: str) -> bytes:
 
 
 def _emit(value: object, parts: list[str]) -> None:
-    if value is None:
+    # Strings first: they are most of any filter, and the planner signs every channel.
+    if type(value) is str:
+        parts.append(_js_string(cast("str", value)))
+    elif value is None:
         parts.append("null")
     elif isinstance(value, bool):
         parts.append("true" if value else "false")
@@ -778,7 +782,10 @@ def _emit(value: object, parts: list[str]) -> None:
 
 
 def _js_string(text: str) -> str:
-    encoded = json.dumps(text, ensure_ascii=False)
+    # What json.dumps(text, ensure_ascii=False) returns, without its per-call encoder set-up.
+    encoded: str = _encode_string(text)
+    if _LONE_SURROGATE.search(encoded) is None:
+        return encoded
     # A lone surrogate cannot be written as UTF-8; JSON.stringify escapes it, so do the same.
     return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", encoded)
 
