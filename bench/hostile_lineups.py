@@ -1,8 +1,8 @@
 """Worst-case cost of validating and planning hostile lineup files (issue 13).
 
 Each case is generated in memory, written to a temporary file and measured in a fresh Python
-process (so one case's peak memory never inflates the next): wall time of `parse_lineup` plus
-`plan_import` against an empty instance, the process's peak resident memory above its baseline,
+process (so one case's peak memory never inflates the next): wall and CPU time of `parse_lineup`
+plus `plan_import` against an empty instance, the process's peak resident memory,
 the outcome (accepted, refused, or another exception escaping) and the size of the refusal message.
 Memory is the process's peak resident set (VmHWM) and, for reference, that peak just before
 the measured step (the interpreter, pydantic, the domain modules and the file's bytes).
@@ -90,25 +90,41 @@ def many_valid_channels() -> bytes:
 
 
 def full_valid_file() -> bytes:
-    """MAX_CHANNELS (20,000) distinct valid channels with real filters, just under the limit."""
+    """The costliest file accepted: 20,000 channels (the limit), 40,000 filter nodes (the limit)
+    and long descriptions filling the size limit."""
     channels = []
     for index in range(20_000):
-        conditions = [
-            {"type": "condition", "id": f"{j}", "field": "genre", "op": "is", "value": f"G{j}"}
-            for j in range(4)
-        ]  # fmt: skip
-        envelope = {"mediaTypes": ["movie"], "filter": {"type": "group", "combinator": "or",
-                                                         "children": conditions}}  # fmt: skip
+        definition: dict[str, Any] = {"kind": "PREDICATE"}
+        if index < 8_000:
+            conditions = [
+                {"type": "condition", "id": f"{j}", "field": "genre", "op": "is", "value": f"G{j}"}
+                for j in range(4)
+            ]
+            definition["plexFilter"] = {
+                "mediaTypes": ["movie"],
+                "filter": {"type": "group", "combinator": "or", "children": conditions},
+            }
         channels.append(
-            _channel(
-                1 + index % 500,
-                f"Channel {index}",
-                definitions=[{"kind": "PREDICATE", "plexFilter": envelope}],
-            )
+            _channel(1 + index % 500, f"Channel {index}", definitions=[definition], description="")
         )
+    data = json.dumps(_file(channels)).encode()
+    pad = (LIMIT - len(data) - 1_000) // len(channels)
+    for channel in channels:
+        channel["description"] = "d" * pad
     data = json.dumps(_file(channels)).encode()
     assert len(data) < LIMIT, len(data)
     return data
+
+
+def many_definitions() -> bytes:
+    """Half a million bare PREDICATE definitions on one channel."""
+    definitions = ",".join(['{"kind": "PREDICATE"}'] * 450_000)
+    text = (
+        '{"version": 1, "packages": [], "channels": [{"number": 1, "name": "C", "definitions": ['
+        + definitions
+        + "]}]}"
+    )
+    return text.encode()
 
 
 def deep_filter_children() -> bytes:
@@ -133,6 +149,7 @@ CASES: dict[str, Callable[[], bytes]] = {
     "many-valid-channels": many_valid_channels,
     "many-filter-children": deep_filter_children,
     "full-valid-file": full_valid_file,
+    "many-definitions": many_definitions,
 }
 
 _MEASURE = r"""
@@ -152,6 +169,7 @@ def high_water():
 
 base = high_water()
 start = time.perf_counter()
+cpu = time.process_time()
 outcome, message = "accepted", ""
 try:
     plan_import(parse_lineup(data, source="hostile.json"), InstanceState())
@@ -160,8 +178,9 @@ except AirwaveError as error:
 except Exception as error:
     outcome, message = "ESCAPED " + type(error).__name__, str(error)
 seconds = time.perf_counter() - start
+cpu = time.process_time() - cpu
 peak = high_water()
-print(json.dumps({"seconds": seconds, "peak_mb": peak / 1024, "base_mb": base / 1024,
+print(json.dumps({"seconds": seconds, "cpu": cpu, "peak_mb": peak / 1024, "base_mb": base / 1024,
                   "outcome": outcome,
                   "message_bytes": len(message.encode("utf-8", "surrogatepass"))}))
 """
@@ -200,7 +219,8 @@ def main(names: list[str]) -> None:
             print(f"{name:<22} {row['outcome']}")
             continue
         print(
-            f"{name:<22} {row['file_bytes']:>10,} {row['seconds']:>8.2f} {row['peak_mb']:>8.0f} "
+            f"{name:<22} {row['file_bytes']:>10,} {row['seconds']:>7.2f} {row.get('cpu', 0):>6.2f} "
+            f"{row['peak_mb']:>8.0f} "
             f"{row['base_mb']:>8.0f} {row['message_bytes']:>11,}  {row['outcome']}"
         )
 

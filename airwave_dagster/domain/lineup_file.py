@@ -65,6 +65,14 @@ MAX_CHANNELS = 20_000
 MAX_PACKAGES = 20_000
 """Most packages one file may hold."""
 
+MAX_DEFINITIONS = 40_000
+"""Most definitions (all channels together) one file may hold; the reference's full preset
+catalogue has 184."""
+
+MAX_FILTER_NODES = 40_000
+"""Most filter nodes (conditions and groups, all filters together) one file may hold; the
+reference's full preset catalogue has 688. Bounds the cost of validating and signing filters."""
+
 MAX_LISTED_KEYS = 20
 """Package keys named in a message about an unknown `packageKey` (listed once per file)."""
 
@@ -349,9 +357,8 @@ class _DuplicateKeys(dict[str, object]):
 
 
 def _object_hook(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    if len({key for key, _ in pairs}) < len(pairs):
-        return _DuplicateKeys(pairs)
-    return dict(pairs)
+    mapping = dict(pairs)
+    return _DuplicateKeys(pairs) if len(mapping) < len(pairs) else mapping
 
 
 def _size_issue(size: int) -> Issue:
@@ -420,13 +427,20 @@ def _decode(data: bytes, issues: list[Issue]) -> object:
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _key_path(path: str, key: str) -> str:
     if _IDENTIFIER.fullmatch(key) and len(key) <= 80:
         return f"{path}.{key}"
-    # A hostile key can be megabytes long; the path only has to point at it.
-    return f"{path}[{json.dumps(shorten(key), ensure_ascii=False)}]"
+    # A hostile key can be megabytes long; the path only has to point at it. Lone surrogates are
+    # escaped as JSON writes them, so the path can always be printed and stored.
+    shown = _SURROGATE.sub(_escaped, json.dumps(shorten(key), ensure_ascii=False))
+    return f"{path}[{shown}]"
+
+
+def _escaped(found: re.Match[str]) -> str:
+    return f"\\u{ord(found.group()):04x}"
 
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -468,7 +482,7 @@ def _child_path(path: str, key: str | int) -> str:
     return _key_path(path, key) if isinstance(key, str) else f"{path}[{key}]"
 
 
-def _children(value: object) -> Iterator[tuple[str | int, object]] | None:
+def _children(value: object) -> Iterator[tuple[str | int, Any]] | None:
     if isinstance(value, dict):
         return iter(cast("dict[str, object]", value).items())
     if isinstance(value, list):
@@ -476,14 +490,31 @@ def _children(value: object) -> Iterator[tuple[str | int, object]] | None:
     return None
 
 
+class _Frame(NamedTuple):
+    """An open container of `_check_json`'s walk: what is left of it, and where it sits."""
+
+    items: Iterator[tuple[str | int, Any]]
+    key: str | int | None
+    """Its key or index in its parent (None for the document itself)."""
+    repeated: set[str]
+
+
+def _frame_path(stack: list[_Frame]) -> str:
+    # Built only when a problem is found: the walk itself never formats a path.
+    path = "$"
+    for frame in stack[1:]:
+        path = _child_path(path, cast("str | int", frame.key))
+    return path
+
+
 def _check_json(raw: object, issues: list[Issue]) -> None:
     """Find what Python's decoder let through but JSON forbids, leaves ambiguous, or no column
     can store, in document order.
 
     Iterative, so a deeply nested file cannot exhaust the stack after json.loads managed it, and
-    lazy: one iterator and one path string per open container, never one per element, so a wide
-    array costs no memory beyond what json.loads already spent. Plain scalars are checked in the
-    inner loop without a call, which keeps a 10 MB array of numbers to a fraction of a second.
+    lazy: one iterator per open container and no path string unless a problem is found, so a
+    wide array costs no memory beyond what json.loads already spent. Plain scalars are checked in
+    the inner loop without a call, which keeps 10 MB of values to a fraction of a second.
     """
     problem = _scalar_problem(raw)
     if problem is not None:
@@ -492,42 +523,50 @@ def _check_json(raw: object, issues: list[Issue]) -> None:
     if top is None:
         return
     search = _UNSTORABLE.search
-    stack: list[tuple[Iterator[tuple[str | int, object]], str, set[str]]] = [
-        (top, "$", set(raw.repeated) if isinstance(raw, _DuplicateKeys) else set())
-    ]
+    low, high = -MAX_SAFE_INTEGER, MAX_SAFE_INTEGER
+    stack = [_Frame(top, None, set(raw.repeated) if isinstance(raw, _DuplicateKeys) else set())]
     while stack:
-        items, path, repeated = stack[-1]
-        for key, value in items:
-            if type(key) is str and (repeated or search(key)):
-                _check_key(cast("str", key), path, repeated, issues)
+        frame = stack[-1]
+        repeated = frame.repeated
+        value: Any
+        for key, value in frame.items:
+            if repeated or (type(key) is str and search(key)):
+                _check_key(key, _frame_path(stack), repeated, issues)
             kind = type(value)
-            if kind is int:
-                if -MAX_SAFE_INTEGER <= cast("int", value) <= MAX_SAFE_INTEGER:
+            if kind is str:
+                if search(value) is None:
                     continue
-            elif kind is str:
-                if search(cast("str", value)) is None:
+            elif kind is int:
+                if low <= value <= high:
                     continue
+            elif kind is dict:
+                stack.append(_Frame(iter(value.items()), key, set()))
+                break
+            elif kind is list:
+                stack.append(_Frame(enumerate(value), key, set()))
+                break
             elif kind is bool or value is None:
                 continue
-            grandchildren = _children(value)
-            if grandchildren is None:
-                problem = _scalar_problem(value)
-                if problem is not None:
-                    issues.append(Issue(path=_child_path(path, key), message=problem))
-                continue
-            child = _child_path(path, key)
-            if len(stack) > MAX_JSON_DEPTH:
-                message = f"nested more than {MAX_JSON_DEPTH} levels deep; no lineup needs that"
-                issues.append(Issue(path=child, message=message))
-                continue
-            marks = set(value.repeated) if isinstance(value, _DuplicateKeys) else set()
-            stack.append((grandchildren, child, marks))
-            break
+            if isinstance(value, dict | list):
+                # _DuplicateKeys, the only other container json.loads returns here.
+                marks = set(value.repeated) if isinstance(value, _DuplicateKeys) else set()
+                stack.append(_Frame(_children(value) or iter(()), key, marks))
+                break
+            problem = _scalar_problem(value)
+            if problem is not None:
+                issues.append(Issue(path=_child_path(_frame_path(stack), key), message=problem))
         else:
             stack.pop()
+            continue
+        if len(stack) > MAX_JSON_DEPTH + 1:
+            stack.pop()
+            message = f"nested more than {MAX_JSON_DEPTH} levels deep; no lineup needs that"
+            issues.append(Issue(path=_child_path(_frame_path(stack), key), message=message))
 
 
-def _check_key(key: str, path: str, repeated: set[str], issues: list[Issue]) -> None:
+def _check_key(key: str | int, path: str, repeated: set[str], issues: list[Issue]) -> None:
+    if not isinstance(key, str):
+        return
     child = _key_path(path, key)
     if key in repeated:
         message = f"key {quoted(key)} appears more than once in the same object"
@@ -734,17 +773,70 @@ def _check_file(raw: object, issues: list[Issue], notes: dict[int, list[Note]]) 
                     message=f"the file has {len(entries):,} {key}; at most {limit:,} are accepted",
                 )
             )
+    definitions = sum(
+        len(cast("list[object]", entry.get("definitions")))
+        for entry in channels
+        if isinstance(entry, dict) and isinstance(entry.get("definitions"), list)
+    )
+    if definitions > MAX_DEFINITIONS:
+        issues.append(
+            Issue(
+                path="$.channels",
+                message=f"the file's channels hold {definitions:,} definitions; at most "
+                f"{MAX_DEFINITIONS:,} are accepted",
+            )
+        )
     if issues:
         return
     package_keys = _PackageKeys(_check_packages(packages, issues))
+    nodes = _NodeBudget()
     for index, channel in enumerate(channels):
         found: list[Note] = []
-        _check_channel(channel, f"$.channels[{index}]", package_keys, issues, found)
+        _check_channel(channel, f"$.channels[{index}]", package_keys, issues, found, nodes)
         if found:
             notes[index] = found
     if package_keys.unknown:
         # Listed once, not in every problem: a file with thousands of typos stays readable.
         issues.append(Issue(path="$.packages", message=package_keys.listing()))
+
+
+class _NodeBudget:
+    """Filter nodes counted so far across the file, against MAX_FILTER_NODES."""
+
+    def __init__(self) -> None:
+        self.used = 0
+
+    def spend(self, plex_filter: object, path: str, issues: list[Issue]) -> bool:
+        """Count a filter's nodes; False (and one issue, the first time) once over budget."""
+        over = self.used > MAX_FILTER_NODES
+        self.used += _count_nodes(plex_filter)
+        if self.used <= MAX_FILTER_NODES:
+            return True
+        if not over:
+            issues.append(
+                Issue(
+                    path=path,
+                    message=f"the file's filters hold more than {MAX_FILTER_NODES:,} conditions "
+                    "and groups by here; no lineup needs that many",
+                )
+            )
+        return False
+
+
+def _count_nodes(plex_filter: object) -> int:
+    """Objects in a filter envelope's tree (conditions, groups, anything else), iteratively."""
+    count = 0
+    stack = [plex_filter.get("filter") if isinstance(plex_filter, dict) else None]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            count += 1
+            children = cast("dict[str, object]", node).get("children")
+            if isinstance(children, list):
+                stack.extend(cast("list[object]", children))
+        elif isinstance(node, list):
+            count += 1
+    return count
 
 
 class _PackageKeys:
@@ -830,6 +922,7 @@ def _check_channel(
     package_keys: _PackageKeys,
     issues: list[Issue],
     notes: list[Note],
+    nodes: _NodeBudget,
 ) -> None:
     channel = _as_object(entry, path, "a channel", issues)
     if channel is None:
@@ -850,7 +943,7 @@ def _check_channel(
     _normalise_sort(channel, path, notes)
     definitions = _as_array(channel, "definitions", path, issues, required=False)
     for index, definition in enumerate(definitions):
-        _check_definition(definition, f"{path}.definitions[{index}]", issues, notes)
+        _check_definition(definition, f"{path}.definitions[{index}]", issues, notes, nodes)
 
 
 _PLEX_SORT_KEYS: dict[str, str] = {
@@ -891,7 +984,9 @@ def _normalise_sort(channel: dict[str, object], path: str, notes: list[Note]) ->
     notes.append(Note(path=f"{path}.sortField", message=message))
 
 
-def _check_definition(entry: object, path: str, issues: list[Issue], notes: list[Note]) -> None:
+def _check_definition(
+    entry: object, path: str, issues: list[Issue], notes: list[Note], nodes: _NodeBudget
+) -> None:
     definition = _as_object(entry, path, "a definition", issues)
     if definition is None:
         return
@@ -903,6 +998,8 @@ def _check_definition(entry: object, path: str, issues: list[Issue], notes: list
     if definition.get("kind") == "PREDICATE":
         before = len(issues)
         filter_path = f"{path}.plexFilter"
+        if not nodes.spend(plex_filter, filter_path, issues):
+            return
         validate_filter(
             plex_filter, path=filter_path, lenient=True, issues=cast("IssueList", issues)
         )
