@@ -54,10 +54,10 @@ class Case(NamedTuple):
 CASES: list[Case] = [
     Case(
         "is-on-text",
-        filtered(["movie"], condition("title", "is", "Star Wars")),
+        filtered(["movie"], condition("title", "is", "Return to")),
         f"{FILTER}.filter.op",
         ("'is' on text field 'title'", "'contains'"),
-        {"op": "contains", "value": "Star Wars"},
+        {"op": "contains", "value": "Return to"},
     ),
     Case(
         "isNot-on-text",
