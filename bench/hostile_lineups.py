@@ -208,9 +208,10 @@ def measure(name: str) -> dict[str, Any]:
 
 
 def main(names: list[str]) -> None:
-    """Print one line per case: time, peak memory above baseline, outcome and message size."""
+    """Print one line per case: wall and CPU time, peak memory, outcome and message size."""
     header = (
-        f"{'case':<22} {'file':>10} {'seconds':>8} {'peak MB':>8} {'base MB':>8} {'message':>11}"
+        f"{'case':<22} {'file':>10} {'wall s':>7} {'cpu s':>6} {'peak MB':>8} {'base MB':>8} "
+        f"{'message':>11}"
     )
     print(f"{header}  outcome")
     for name in names or list(CASES):
