@@ -2,9 +2,9 @@
 
 Every mutated file must either be accepted (and then plan, dump and store cleanly) or be refused
 with a `LineupFileError` whose problems name JSON paths; nothing else may escape, and each example
-is bounded in time and in message size. Mutations replace, delete or add values anywhere in a
-real file, and splice raw tokens JSON parsers treat specially (huge integers, `1e400`, `NaN`,
-repeated keys) into its text.
+is bounded in time, traced memory and message size. Mutations replace, delete or add values
+anywhere in a real file, and splice raw tokens JSON parsers treat specially (huge integers,
+`1e400`, `NaN`, repeated keys) into its text.
 
 The default profile keeps this to a few seconds of `make test`; a longer run, by hand::
 
@@ -17,6 +17,7 @@ import copy
 import json
 import os
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,18 @@ def _storable(lineup_text: str) -> bool:
 @given(mutated_files())
 def test_mutated_files_are_accepted_or_refused_at_a_path(data: bytes) -> None:
     started = time.process_time()
+    tracemalloc.start()
+    try:
+        _accepted_or_refused(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # The files are small; a step that copies them per element or per problem shows up here.
+    assert peak < 64 * 1024 * 1024 + 40 * len(data)
+    assert time.process_time() - started < 2.0
+
+
+def _accepted_or_refused(data: bytes) -> None:
     try:
         lineup = parse_lineup(data, source="fuzzed.json")
     except LineupFileError as error:
@@ -192,4 +205,3 @@ def test_mutated_files_are_accepted_or_refused_at_a_path(data: bytes) -> None:
         assert _storable(text)
         assert plan.model_dump_json().encode("utf-8")
         parse_lineup(text.encode(), source="dumped.json")
-    assert time.process_time() - started < 2.0
