@@ -46,6 +46,7 @@ class Issue(BaseModel):
 
 
 LineupIssue = Issue
+"""A problem found in a lineup file (`LineupFileError.issues`)."""
 
 
 class Note(BaseModel):
@@ -63,9 +64,6 @@ class Note(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
-
-
-"""A problem found in a lineup file (`LineupFileError.issues`)."""
 
 
 class AirwaveError(Exception):
@@ -111,7 +109,11 @@ class LineupFileError(AirwaveError):
         self.issues = list(issues)
         self.truncated = truncated or getattr(issues, "truncated", False)
         super().__init__(
-            _render(f"lineup file {shorten(source)!r}", self.issues, truncated=self.truncated)
+            _render(
+                f"lineup file {shorten(source, MAX_ISSUE_CHARS)!r}",
+                self.issues,
+                truncated=self.truncated,
+            )
         )
 
 
