@@ -196,7 +196,11 @@ class LineupChannel(_FileModel):
     enabled: bool = True
     sort_index: int = Field(default=0, ge=-MAX_INT - 1, le=MAX_INT)
     ordering: Ordering = "SHUFFLE"
-    sort_field: SortField = "title"
+    sort_field: SortField = Field(
+        default="title",
+        description="One of these once parsed; a file's Plex sort key or unknown name is mapped "
+        "on import (docs/importer.md, Normalisations).",
+    )
     sort_dir: SortDir = "asc"
     bumper_mode: BumperMode = "INHERIT"
     package_key: str | None = Field(
