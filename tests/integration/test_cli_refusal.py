@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -48,6 +49,7 @@ def test_a_refused_file_answers_fast_with_exit_3_and_starts_nothing(
     path = tmp_path / "bad.json"
     path.write_bytes(content)
 
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
         [AIRWAVE, "import", str(path), "--wait"],
@@ -58,6 +60,8 @@ def test_a_refused_file_answers_fast_with_exit_3_and_starts_nothing(
         check=False,
     )
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
     assert done.returncode == INPUT_REFUSED == 3, done.stderr
     assert "bad.json" in done.stderr
@@ -67,8 +71,10 @@ def test_a_refused_file_answers_fast_with_exit_3_and_starts_nothing(
     # Nothing was started: no private Postgres, no instance files, no run.
     assert not Path(bare_env["AIRWAVE_HOME"]).exists()
     assert list(Path(bare_env["DAGSTER_HOME"]).iterdir()) == []
-    # Under a second on an idle machine; the bound leaves room for a loaded one.
-    assert elapsed < 3.0, elapsed
+    # Under a second of work (interpreter start included); wall time on a shared, loaded
+    # machine says more about the other processes, so it only gets a loose bound.
+    assert cpu < 1.0, cpu
+    assert elapsed < 30, elapsed
 
 
 def test_a_usage_error_keeps_click_exit_code_2(bare_env: dict[str, str]) -> None:

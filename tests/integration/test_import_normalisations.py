@@ -129,7 +129,7 @@ def test_each_normalisation_is_imported_and_noted_by_dry_run_and_report(
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # the full catalogue builds 184 channels, four at a time
+@pytest.mark.timeout(1800)  # the full catalogue builds 184 channels, four at a time
 @pytest.mark.parametrize("name", ["presets-basic.json", "presets-full-catalog.json"])
 def test_reference_exports_import_through_the_job_and_round_trip(
     env, name: str, tmp_path: Path
