@@ -90,12 +90,12 @@ def many_valid_channels() -> bytes:
 
 
 def full_valid_file() -> bytes:
-    """The costliest file accepted: 20,000 channels (the limit), 40,000 filter nodes (the limit)
+    """The costliest file accepted: 20,000 channels (the limit), 20,000 filter nodes (the limit)
     and long descriptions filling the size limit."""
     channels = []
     for index in range(20_000):
         definition: dict[str, Any] = {"kind": "PREDICATE"}
-        if index < 8_000:
+        if index < 4_000:
             conditions = [
                 {"type": "condition", "id": f"{j}", "field": "genre", "op": "is", "value": f"G{j}"}
                 for j in range(4)

@@ -69,7 +69,7 @@ MAX_DEFINITIONS = 40_000
 """Most definitions (all channels together) one file may hold; the reference's full preset
 catalogue has 184."""
 
-MAX_FILTER_NODES = 40_000
+MAX_FILTER_NODES = 20_000
 """Most filter nodes (conditions and groups, all filters together) one file may hold; the
 reference's full preset catalogue has 688. Bounds the cost of validating and signing filters."""
 
