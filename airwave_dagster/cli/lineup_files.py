@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from airwave_dagster.cli import console, environment
+from airwave_dagster.cli.lineup_check import refuse_invalid_lineup
 from airwave_dagster.run_tags import (
     DRY_RUN_TAG,
     IMPORT_LINEUP_JOB,
@@ -180,6 +181,7 @@ def import_command(
             numbers = [int(part) for part in select.split(",") if part.strip()]
         except ValueError:
             console.fail(f"--select takes comma-separated channel numbers, got {select!r}")
+    refuse_invalid_lineup(path)  # before Postgres, the emulator or a run is started
     console.prepare(plex=True)
     sys.exit(
         run_import(

@@ -8,17 +8,31 @@ The tree::
      ├── PlanSchemaError         the AI planner's lineup plan breaks the plan schema
      └── ToolError               a channel builder's tool call fails (the model sees the message)
 
-The first three carry every problem found, not only the first, as `Issue` values: a JSON path into
+The first three carry the problems found, not only the first, as `Issue` values: a JSON path into
 the offending document (`$.channels[2].number`) and a message naming the bad value and what is
-allowed.
+allowed. A hostile file can hold millions of problems, so collection stops at
+`MAX_COLLECTED_ISSUES` and the message lists the first `MAX_LISTED_ISSUES`, each line cut to
+`MAX_ISSUE_CHARS`: a refusal stays small (well under 20 kB) whatever the file.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
+
+MAX_LISTED_ISSUES = 50
+"""Problems spelled out in an error message; the rest are counted."""
+
+MAX_COLLECTED_ISSUES = 1000
+"""Validation stops after this many problems: nobody fixes a file from the thousandth one."""
+
+MAX_ISSUE_CHARS = 300
+"""Longest line of an error message; a path or message beyond it is cut."""
+
+MAX_ECHO_CHARS = 80
+"""Longest rendering of a value the document holds, echoed back in a message."""
 
 
 class Issue(BaseModel):
@@ -37,8 +51,50 @@ LineupIssue = Issue
 """A problem found in a lineup file (`LineupFileError.issues`)."""
 
 
+class Note(BaseModel):
+    """Something the importer read differently from the letter of the file, and how.
+
+    Files the reference system writes hold values it accepts but this format forbids (`is` on a
+    text field, `""` for a boolean, …); they are normalised instead of refused, and each change is
+    a note in the dry-run and the report.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
 class AirwaveError(Exception):
     """Base of every error the Airwave domain raises deliberately."""
+
+
+class TooManyIssues(Exception):
+    """Raised by `IssueList.append` once it holds MAX_COLLECTED_ISSUES; validation stops there."""
+
+
+class IssueList(list[Issue]):
+    """The problems of one document, refusing to grow without bound.
+
+    Appending the MAX_COLLECTED_ISSUES-th problem raises `TooManyIssues`, so a validator walking
+    millions of bad values stops early instead of formatting a message for each one; the caller
+    catches it and reports what was collected, marked `truncated`.
+    """
+
+    truncated: bool = False
+
+    def append(self, issue: Issue, /) -> None:
+        super().append(issue)
+        if len(self) >= MAX_COLLECTED_ISSUES:
+            self.truncated = True
+            raise TooManyIssues
+
+    def extend(self, issues: Iterable[Issue], /) -> None:
+        for issue in issues:
+            self.append(issue)
 
 
 class LineupFileError(AirwaveError):
@@ -46,13 +102,21 @@ class LineupFileError(AirwaveError):
 
     Attributes:
         source: The file name or path shown to the user.
-        issues: Every problem found, in document order.
+        issues: The problems found, in document order (at most MAX_COLLECTED_ISSUES).
+        truncated: Validation stopped at MAX_COLLECTED_ISSUES; the file has more problems.
     """
 
-    def __init__(self, source: str, issues: Sequence[Issue]) -> None:
+    def __init__(self, source: str, issues: Sequence[Issue], *, truncated: bool = False) -> None:
         self.source = source
         self.issues = list(issues)
-        super().__init__(_render(f"lineup file {source!r}", self.issues))
+        self.truncated = truncated or getattr(issues, "truncated", False)
+        super().__init__(
+            _render(
+                f"lineup file {shorten(source, MAX_ISSUE_CHARS)!r}",
+                self.issues,
+                truncated=self.truncated,
+            )
+        )
 
 
 class FilterError(AirwaveError):
@@ -64,7 +128,8 @@ class FilterError(AirwaveError):
 
     def __init__(self, issues: Sequence[Issue]) -> None:
         self.issues = list(issues)
-        super().__init__(_render("filter", self.issues))
+        self.truncated = getattr(issues, "truncated", False)
+        super().__init__(_render("filter", self.issues, truncated=self.truncated))
 
 
 class PlanSchemaError(AirwaveError):
@@ -92,12 +157,38 @@ class ToolError(AirwaveError):
         super().__init__(message)
 
 
-def _render(subject: str, issues: Sequence[Issue]) -> str:
+def _render(subject: str, issues: Sequence[Issue], *, truncated: bool = False) -> str:
     count = len(issues)
     noun = "problem" if count == 1 else "problems"
-    lines = [f"{subject} is invalid ({count} {noun}):"]
-    lines.extend(f"  {issue}" for issue in issues)
+    counted = (
+        f"at least {count:,} problems; checking stopped there" if truncated else f"{count} {noun}"
+    )
+    lines = [f"{subject} is invalid ({counted}):"]
+    lines.extend(
+        f"  {shorten(str(issue), MAX_ISSUE_CHARS)}" for issue in issues[:MAX_LISTED_ISSUES]
+    )
+    if count > MAX_LISTED_ISSUES:
+        more = count - MAX_LISTED_ISSUES
+        lines.append(f"  ... and {more:,}{'+' if truncated else ''} more not listed")
     return "\n".join(lines)
+
+
+def shorten(text: str, limit: int = MAX_ECHO_CHARS) -> str:
+    """Cut a text echoed from a document to `limit` characters, marking the cut.
+
+    Args:
+        text: Any text, possibly megabytes long.
+        limit: Longest result.
+
+    Returns:
+        `text` itself when short enough, else its start and `...`.
+    """
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def quoted(text: str) -> str:
+    """`repr` of a document's string, cut to MAX_ECHO_CHARS first so a message stays small."""
+    return repr(shorten(text))
 
 
 def describe_value(value: object) -> str:
@@ -113,11 +204,13 @@ def describe_value(value: object) -> str:
         return "null"
     if isinstance(value, bool):
         return f"boolean {'true' if value else 'false'}"
-    if isinstance(value, int | float):
+    if isinstance(value, int):
+        # str() of a huge integer is slow and long; its size says enough.
+        return f"number {value!r}" if abs(value) < 10**30 else "a very large number"
+    if isinstance(value, float):
         return f"number {value!r}"
     if isinstance(value, str):
-        shown = value if len(value) <= 60 else value[:57] + "..."
-        return f"string {shown!r}"
+        return f"string {shorten(value, 60)!r}"
     if isinstance(value, list | tuple):
         return "an array"
     if isinstance(value, dict):
@@ -125,8 +218,16 @@ def describe_value(value: object) -> str:
     return type(value).__name__
 
 
+MAX_SUGGESTION_CHOICES = 200
+"""`did_you_mean` compares spellings only against this many allowed names (fuzzy matching costs
+time per pair); a longer list gets only a case-insensitive match."""
+
+
 def did_you_mean(word: str, choices: Sequence[str]) -> str:
     """Suggest the closest allowed spellings of a mistyped name.
+
+    Bounded in cost: a word longer than MAX_ECHO_CHARS is nobody's typo and gets no suggestion,
+    and fuzzy matching is skipped over more than MAX_SUGGESTION_CHOICES choices.
 
     Args:
         word: What the document said.
@@ -135,8 +236,14 @@ def did_you_mean(word: str, choices: Sequence[str]) -> str:
     Returns:
         `" (did you mean 'x'?)"` (or `'x' or 'y'`), or an empty string when nothing is close.
     """
-    folded = [choice for choice in choices if choice.casefold() == word.casefold()]
-    close = folded or difflib.get_close_matches(word, choices, n=3, cutoff=0.6)
+    if len(word) > MAX_ECHO_CHARS:
+        return ""
+    folded_word = word.casefold()
+    folded = [choice for choice in choices if choice.casefold() == folded_word][:3]
+    close = folded
+    if not close and len(choices) <= MAX_SUGGESTION_CHOICES:
+        short = [choice for choice in choices if len(choice) <= MAX_ECHO_CHARS]
+        close = difflib.get_close_matches(word, short, n=3, cutoff=0.6)
     if not close:
         return ""
-    return " (did you mean " + " or ".join(repr(choice) for choice in close) + "?)"
+    return " (did you mean " + " or ".join(quoted(choice) for choice in close) + "?)"

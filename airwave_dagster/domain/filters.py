@@ -13,7 +13,16 @@ from typing import Annotated, Literal, cast
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from airwave_dagster.domain.errors import FilterError, Issue, describe_value, did_you_mean
+from airwave_dagster.domain.errors import (
+    FilterError,
+    Issue,
+    IssueList,
+    Note,
+    TooManyIssues,
+    describe_value,
+    did_you_mean,
+    quoted,
+)
 from airwave_dagster.domain.library import MEDIA_TYPES, MediaItem, MediaType
 
 Op = Literal["is", "isNot", "gte", "lte", "contains", "notContains"]
@@ -23,6 +32,9 @@ FieldKind = Literal["tag", "string", "text", "int", "date", "recency", "bool"]
 """How a field's value is interpreted; decides the allowed operators (§2.2)."""
 
 OPS: tuple[Op, ...] = ("is", "isNot", "gte", "lte", "contains", "notContains")
+
+TEXT_OP_ALIASES: dict[str, Op] = {"is": "contains", "isNot": "notContains"}
+"""What `is`/`isNot` on a text field means: the reference sends both to Plex as `contains`."""
 
 MAX_FILTER_DEPTH = 32
 """Deepest nesting accepted; the UI offers two levels, so anything near this is a broken file."""
@@ -244,7 +256,9 @@ def parse_filter(raw: object, *, path: str = "$") -> FilterEnvelope:
     return FilterEnvelope.model_validate(raw, by_alias=True, by_name=False)
 
 
-def validate_filter(raw: object, *, path: str) -> list[FilterIssue]:
+def validate_filter(
+    raw: object, *, path: str, lenient: bool = False, issues: IssueList | None = None
+) -> list[FilterIssue]:
     """Check a raw `plexFilter` envelope completely and report every problem.
 
     A value with no issues is guaranteed to load with `FilterEnvelope.model_validate`.
@@ -252,11 +266,28 @@ def validate_filter(raw: object, *, path: str) -> list[FilterIssue]:
     Args:
         raw: The decoded JSON value of the envelope.
         path: JSON path of `raw` in its document, e.g. `$.channels[3].definitions[0].plexFilter`.
+        lenient: Accept what the reference system writes and reads anyway (`is`/`isNot` on a
+            text field, `""` for a boolean, a field that exists on none of the media types);
+            `normalise_filter` then rewrites or notes each of them. Lineup files are read so.
+        issues: Where to add the problems (a document's shared, bounded list); by default a
+            new list. A full `IssueList` stops the walk with `TooManyIssues`, which propagates
+            when `issues` is given and is absorbed when it is not.
 
     Returns:
         Every problem found, in document order; empty when the envelope is valid.
     """
-    issues: list[Issue] = []
+    if issues is None:
+        own = IssueList()
+        try:
+            _validate_envelope(raw, path, lenient, own)
+        except TooManyIssues:
+            pass
+        return own
+    _validate_envelope(raw, path, lenient, issues)
+    return issues
+
+
+def _validate_envelope(raw: object, path: str, lenient: bool, issues: list[Issue]) -> None:
     envelope = _as_object(raw)
     if envelope is None:
         issues.append(
@@ -266,12 +297,104 @@ def validate_filter(raw: object, *, path: str) -> list[FilterIssue]:
                 f'"filter": {{...}}}}, got {describe_value(raw)}',
             )
         )
-        return issues
+        return
     media_types = _check_media_types(envelope, f"{path}.mediaTypes", issues)
     node = envelope.get("filter")
     if node is not None:
-        _check_node(node, f"{path}.filter", media_types, 1, issues)
-    return issues
+        # The inapplicable-field check is skipped by passing no media types: leniently read, such
+        # a condition matches nothing, which normalise_filter notes.
+        _check_node(node, f"{path}.filter", None if lenient else media_types, 1, lenient, issues)
+
+
+_ENVELOPE_KEYS = ("mediaTypes", "filter")
+_NODE_KEYS = {
+    "condition": ("type", "id", "field", "op", "value"),
+    "group": ("type", "id", "combinator", "children"),
+}
+
+
+def normalise_filter(raw: dict[str, object], *, path: str) -> tuple[dict[str, object], list[Note]]:
+    """Rewrite a leniently valid envelope into exactly what the build step reads, noting changes.
+
+    The result keeps only the keys `FilterEnvelope` reads, in the file's order (so a clean file's
+    filter, and its signature, are unchanged), with the reference's spellings made explicit:
+    `is`/`isNot` on a text field become `contains`/`notContains` and a boolean's `""` becomes
+    `"true"`. A field that exists on none of the searched media types is kept and noted: such a
+    condition matches nothing there. Dropping every other key is what makes validation and the
+    build read the same thing: a snake_case `media_types`, say, can no longer reach the build.
+
+    Args:
+        raw: An envelope `validate_filter(..., lenient=True)` found no problem in.
+        path: JSON path of `raw` in its document, used in the notes.
+
+    Returns:
+        The envelope to store, and one note per change.
+    """
+    notes: list[Note] = []
+    clean = _kept(raw, _ENVELOPE_KEYS, path, notes)
+    media_types = frozenset(cast("list[str]", clean.get("mediaTypes") or [])) or _BOTH
+    node = clean.get("filter")
+    if node is not None:
+        clean["filter"] = _normalise_node(
+            cast("dict[str, object]", node), f"{path}.filter", media_types, notes
+        )
+    return clean, notes
+
+
+def _kept(
+    raw: dict[str, object], keys: tuple[str, ...], path: str, notes: list[Note]
+) -> dict[str, object]:
+    ignored = [key for key in raw if key not in keys]
+    if ignored:
+        shown = ", ".join(quoted(key) for key in ignored[:5])
+        more = f" and {len(ignored) - 5} more" if len(ignored) > 5 else ""
+        notes.append(Note(path=path, message=f"ignored unknown key(s) {shown}{more}"))
+    return {key: value for key, value in raw.items() if key in keys}
+
+
+def _normalise_node(
+    raw: dict[str, object], path: str, media_types: frozenset[str], notes: list[Note]
+) -> dict[str, object]:
+    node = _kept(raw, _NODE_KEYS[cast("str", raw["type"])], path, notes)
+    if node["type"] == "group":
+        children = cast("list[dict[str, object]]", node["children"])
+        node["children"] = [
+            _normalise_node(child, f"{path}.children[{index}]", media_types, notes)
+            for index, child in enumerate(children)
+        ]
+        return node
+    spec = FIELDS[cast("str", node["field"])]
+    op = cast("str", node["op"])
+    if spec.kind == "text" and op in TEXT_OP_ALIASES:
+        node["op"] = TEXT_OP_ALIASES[op]
+        notes.append(
+            Note(
+                path=f"{path}.op",
+                message=f"{op!r} on text field {spec.name!r} read as {node['op']!r}, "
+                "as the reference sends it to Plex",
+            )
+        )
+    if spec.kind == "bool" and node["value"] == "":
+        node["value"] = "true"
+        notes.append(
+            Note(
+                path=f"{path}.value",
+                message=f'empty value of boolean field {spec.name!r} read as "true", '
+                'as the reference treats anything but "false"',
+            )
+        )
+    if not spec.applies & media_types:
+        # Only the case strict validation refuses is a normalisation; a field missing from one
+        # of two searched types is ordinary (it matches nothing in that type's libraries).
+        searched = " and ".join(sorted(media_types))
+        notes.append(
+            Note(
+                path=f"{path}.field",
+                message=f"field {spec.name!r} does not exist on {searched} libraries: "
+                "this condition matches nothing",
+            )
+        )
+    return node
 
 
 def _as_object(value: object) -> dict[str, object] | None:
@@ -288,7 +411,7 @@ def _quoted(names: Iterable[str]) -> str:
 
 def _shown(value: object) -> str:
     """A mistyped name as the user wrote it; other JSON values with their type."""
-    return repr(value) if isinstance(value, str) else describe_value(value)
+    return quoted(value) if isinstance(value, str) else describe_value(value)
 
 
 def _check_media_types(
@@ -326,7 +449,12 @@ def _check_media_types(
 
 
 def _check_node(
-    raw: object, path: str, media_types: frozenset[str] | None, depth: int, issues: list[Issue]
+    raw: object,
+    path: str,
+    media_types: frozenset[str] | None,
+    depth: int,
+    lenient: bool,
+    issues: list[Issue],
 ) -> None:
     node = _as_object(raw)
     if node is None:
@@ -343,11 +471,12 @@ def _check_node(
             Issue(path=path, message=f"the filter is nested deeper than {MAX_FILTER_DEPTH} levels")
         )
         return
+    _check_id(node, path, issues)
     node_type = node.get("type")
     if node_type == "condition":
-        _check_condition(node, path, media_types, issues)
+        _check_condition(node, path, media_types, lenient, issues)
     elif node_type == "group":
-        _check_group(node, path, media_types, depth, issues)
+        _check_group(node, path, media_types, depth, lenient, issues)
     elif "type" not in node:
         issues.append(
             Issue(
@@ -366,11 +495,23 @@ def _check_node(
         )
 
 
+def _check_id(node: dict[str, object], path: str, issues: list[Issue]) -> None:
+    # The build step loads ids through the same model; anything but a string or null breaks it.
+    if "id" in node and node["id"] is not None and not isinstance(node["id"], str):
+        issues.append(
+            Issue(
+                path=f"{path}.id",
+                message=f"a node id must be a string or null, got {describe_value(node['id'])}",
+            )
+        )
+
+
 def _check_group(
     node: dict[str, object],
     path: str,
     media_types: frozenset[str] | None,
     depth: int,
+    lenient: bool,
     issues: list[Issue],
 ) -> None:
     if "combinator" in node and node["combinator"] not in ("and", "or"):
@@ -398,14 +539,18 @@ def _check_group(
         )
         return
     for index, child in enumerate(children):
-        _check_node(child, f"{path}.children[{index}]", media_types, depth + 1, issues)
+        _check_node(child, f"{path}.children[{index}]", media_types, depth + 1, lenient, issues)
 
 
 def _check_condition(
-    node: dict[str, object], path: str, media_types: frozenset[str] | None, issues: list[Issue]
+    node: dict[str, object],
+    path: str,
+    media_types: frozenset[str] | None,
+    lenient: bool,
+    issues: list[Issue],
 ) -> None:
     spec = _check_field(node, path, media_types, issues)
-    _check_op(node, path, spec, issues)
+    _check_op(node, path, spec, lenient, issues)
     if "value" not in node:
         issues.append(
             Issue(
@@ -423,13 +568,14 @@ def _check_condition(
             )
         )
         return
-    if spec is not None:
+    if spec is not None and not (lenient and spec.kind == "bool" and value == ""):
         wanted = _VALUE_CHECKS[spec.kind](value)
         if wanted:
             issues.append(
                 Issue(
                     path=f"{path}.value",
-                    message=f"field {spec.name!r} ({spec.kind}) needs {wanted}, got {value!r}",
+                    message=f"field {spec.name!r} ({spec.kind}) needs {wanted}, "
+                    f"got {quoted(value)}",
                 )
             )
 
@@ -455,7 +601,8 @@ def _check_field(
         issues.append(
             Issue(
                 path=f"{path}.field",
-                message=f"unknown field {name!r}{hint or '; known fields: ' + ', '.join(FIELDS)}",
+                message=f"unknown field {quoted(name)}"
+                f"{hint or '; known fields: ' + ', '.join(FIELDS)}",
             )
         )
         return None
@@ -473,9 +620,12 @@ def _check_field(
 
 
 def _check_op(
-    node: dict[str, object], path: str, spec: FieldSpec | None, issues: list[Issue]
+    node: dict[str, object], path: str, spec: FieldSpec | None, lenient: bool, issues: list[Issue]
 ) -> None:
     allowed = [op for op in OPS if spec is None or op in ALLOWED_OPS[spec.kind]]
+    if lenient and spec is not None and spec.kind == "text":
+        # The reference sends `is` on a text field to Plex exactly like `contains`.
+        allowed = [op for op in OPS if op in ALLOWED_OPS["text"] or op in TEXT_OP_ALIASES]
     scope = f" for field {spec.name!r} ({spec.kind})" if spec is not None else ""
     if "op" not in node:
         issues.append(
@@ -579,12 +729,48 @@ def canonical_json(value: object) -> str:
     Raises:
         TypeError: `value` contains something JSON cannot represent.
     """
+    if _plain(value):
+        # Nothing in `value` prints differently in Python and JavaScript, so the C encoder gives
+        # the same text many times faster; the planner signs every channel of a file this way.
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        if _LONE_SURROGATE.search(text) is None:
+            return text
+        return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
     parts: list[str] = []
     _emit(value, parts)
     return "".join(parts)
 
 
+def _plain(value: object) -> bool:
+    """Whether json.dumps(sort_keys=True) writes `value` exactly as JavaScript would.
+
+    True when it holds no float and no integer beyond 2**53 (JavaScript prints those its own way)
+    and every object key is an ASCII string (code point order is then UTF-16 order).
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str or item is None or kind is bool:
+            continue
+        if kind is dict:
+            mapping = cast("dict[object, object]", item)
+            for key in mapping:
+                if type(key) is not str or not cast("str", key).isascii():
+                    return False
+            stack.extend(mapping.values())
+        elif kind is list or kind is tuple:
+            stack.extend(cast("list[object]", item))
+        elif kind is int:
+            if abs(cast("int", item)) > 2**53:
+                return False
+        else:
+            return False
+    return True
+
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_encode_string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def _utf16_order(key: str) -> bytes:
@@ -593,7 +779,10 @@ def _utf16_order(key: str) -> bytes:
 
 
 def _emit(value: object, parts: list[str]) -> None:
-    if value is None:
+    # Strings first: they are most of any filter, and the planner signs every channel.
+    if type(value) is str:
+        parts.append(_js_string(cast("str", value)))
+    elif value is None:
         parts.append("null")
     elif isinstance(value, bool):
         parts.append("true" if value else "false")
@@ -628,7 +817,10 @@ def _emit(value: object, parts: list[str]) -> None:
 
 
 def _js_string(text: str) -> str:
-    encoded = json.dumps(text, ensure_ascii=False)
+    # What json.dumps(text, ensure_ascii=False) returns, without its per-call encoder set-up.
+    encoded: str = _encode_string(text)
+    if _LONE_SURROGATE.search(encoded) is None:
+        return encoded
     # A lone surrogate cannot be written as UTF-8; JSON.stringify escapes it, so do the same.
     return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", encoded)
 

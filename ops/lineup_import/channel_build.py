@@ -64,7 +64,7 @@ def apply_channel(
     nothing and writes nothing.
     """
     planned = task.channel
-    notes: list[str] = []
+    notes: list[str] = list(planned.notes)  # normalisations of the file, noted by the plan
     if planned.dropped_kinds:
         notes.append(f"dropped {', '.join(planned.dropped_kinds)}: only filters are portable")
     if planned.library_unmatched:

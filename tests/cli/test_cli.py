@@ -87,7 +87,7 @@ def test_refused_file_exits_non_zero_naming_the_problem(cli_env, store, tmp_path
 
     done = _airwave(cli_env, "import", str(path), "--wait")
 
-    assert done.returncode == 1
+    assert done.returncode == 3  # input refused, checked before anything starts
     assert "future.json" in done.stderr
     assert "$.version" in done.stderr
     assert store.counts()["channels"] == 0
