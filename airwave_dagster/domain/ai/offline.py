@@ -374,21 +374,32 @@ def _not_claimed(genre: str, allowed: Sequence[str] | None, ratings: Sequence[st
     return Group(combinator="or", children=[not_genre, *others])
 
 
+def plan_filter(node: FilterNode | None) -> _Node:
+    """A filter as the plan spells it (a condition, or a group holding conditions and groups of
+    conditions).
+
+    Raises:
+        ValueError: The filter is empty or nests deeper than the plan's filter language allows.
+    """
+    if node is None:
+        raise ValueError("a planned channel needs a filter")
+    return _to_plan(node)
+
+
 def _to_plan(node: FilterNode) -> _Node:
-    """A filter (at most one group inside the top one) as the plan spells it."""
     if isinstance(node, Condition):
         return _cond(node.field, node.op, node.value)
     children: list[PlanCondition | PlanInnerGroup] = []
     for child in node.children:
         if isinstance(child, Condition):
             children.append(_cond(child.field, child.op, child.value))
-        else:
-            inner = [
-                _cond(c.field, c.op, c.value) for c in child.children if isinstance(c, Condition)
-            ]
-            children.append(
-                PlanInnerGroup(type="group", combinator=child.combinator, children=inner)
-            )
+            continue
+        inner: list[PlanCondition] = []
+        for leaf in child.children:
+            if not isinstance(leaf, Condition):
+                raise ValueError("the filter nests groups deeper than a plan can hold")
+            inner.append(_cond(leaf.field, leaf.op, leaf.value))
+        children.append(PlanInnerGroup(type="group", combinator=child.combinator, children=inner))
     return PlanGroup(type="group", combinator=node.combinator, children=children)
 
 
