@@ -30,7 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from airwave_dagster.domain.filters import FIELDS, Condition, FilterNode, Group
+from airwave_dagster.domain.filters import ALLOWED_OPS, FIELDS, Condition, FilterNode, Group
 
 Audience = Literal["kids", "family"]
 
@@ -218,8 +218,9 @@ def negate(node: FilterNode) -> FilterNode | None:
     """The filter matching exactly what `node` does not (De Morgan), or None if not expressible.
 
     Tag, text and boolean conditions flip their operator; an integer bound flips to the
-    neighbouring integer (`year gte 1990` → `year lte 1989`); a decimal bound (scores) cannot be
-    negated exactly, so the whole negation is None.
+    neighbouring integer (`year gte 1990` → `year lte 1989`, `decade is 1990` → `lte 1989 or
+    gte 1991`); a decimal bound (scores) cannot be negated exactly, so the whole negation is
+    None. An item without the integer (no year) matches neither side.
     """
     if isinstance(node, Group):
         children: list[FilterNode] = []
@@ -235,8 +236,16 @@ def negate(node: FilterNode) -> FilterNode | None:
     if spec.kind == "bool" and node.op == "is":
         flipped = "false" if node.value.strip().lower() in ("true", "1") else "true"
         return node.model_copy(update={"value": flipped})
-    if node.op in _NEGATED_OP:
+    if node.op in _NEGATED_OP and node.op in ALLOWED_OPS[spec.kind] and spec.kind != "int":
         return node.model_copy(update={"op": _NEGATED_OP[node.op]})
+    if spec.kind == "int" and node.op == "is":
+        try:
+            value = int(node.value)
+        except ValueError:
+            return None
+        below = node.model_copy(update={"op": "lte", "value": str(value - 1)})
+        above = node.model_copy(update={"op": "gte", "value": str(value + 1)})
+        return Group(combinator="or", children=[below, above])
     if spec.kind == "int" and node.op in ("gte", "lte"):
         try:
             value = int(node.value)
@@ -267,6 +276,34 @@ def is_cut_short(callsign: str, name: str) -> bool:
     words = [word for word in (compact(w) for w in name.split()) if word]
     if not sign or not words:
         return False
+    # A state is (characters of the sign read, next word usable, whether a piece was cut).
+    seen: set[tuple[int, int, bool]] = set()
+    frontier = [(0, 0, False)]
+    endings: set[bool] = set()
+    while frontier:
+        state = frontier.pop()
+        if state in seen:
+            continue
+        seen.add(state)
+        position, start, cut = state
+        if position == len(sign):
+            endings.add(cut)
+            continue
+        for index in range(start, len(words)):
+            word = words[index]
+            longest = 0
+            while (
+                longest < len(word)
+                and position + longest < len(sign)
+                and word[longest] == sign[position + longest]
+            ):
+                longest += 1
+            frontier.extend(
+                (position + length, index + 1, cut or 1 < length < len(word))
+                for length in range(1, longest + 1)
+            )
+    # Cut short when the sign only reads as the name with some word cut in the middle.
+    return True in endings and False not in endings
     # reachable[(position in sign, next word)] = whether a cut piece was used on the way there.
     states: dict[tuple[int, int], bool] = {(0, 0): False}
     frontier = [(0, 0)]

@@ -507,7 +507,8 @@ def _era_package(profile: LibraryProfile) -> _PackageDraft:
             break
         kept.append(decade)
     older = profile.decades[len(kept) :]
-    if len(kept) < 2 and not older:
+    if not kept or (len(kept) < 2 and not older):
+        # One channel of every movie is no era channel at all.
         return package
     for decade in kept:
         package.channels.append(
@@ -522,7 +523,7 @@ def _era_package(profile: LibraryProfile) -> _PackageDraft:
             )
         )
     if older:
-        cutoff = (kept[-1].decade - 1) if kept else (older[0].decade + 9)
+        cutoff = kept[-1].decade - 1
         package.channels.append(
             _Draft(
                 name="Classic Movies",
