@@ -24,6 +24,7 @@ from airwave_dagster.domain.ai.context import (
     SharedContext,
     render_shared_context,
 )
+from airwave_dagster.domain.ai.curate import curate_lineup
 from airwave_dagster.domain.ai.numbering import (
     ExistingChannel,
     LineupNumbering,
@@ -58,6 +59,7 @@ from airwave_dagster.domain.ai.report import (
     LineupReport,
     PackageSummary,
     build_report,
+    measure_built_lineup,
     render_markdown,
 )
 from airwave_dagster.domain.ai.tools import (
@@ -79,7 +81,7 @@ from ops.ai_assets import compute_profile as _compute_profile
 from ops.durability import claimant as _claimant
 from ops.durability import step_key as _step_key
 from ops.library import PLEX_LIBRARY_KEY, sync_metadata
-from resources.ai_store import AiStore, NewPackage
+from resources.ai_store import AiStore, NewPackage, media_items
 from resources.ai_toolbox import PlexChannelToolbox, library_sizes
 from resources.claims import ChannelClaims, Claimant
 from resources.database import AirwaveStore, DatabaseResource
@@ -638,7 +640,11 @@ def plan_lineup(
         with _phase(context, ai, "planLineup", "plan"):
             try:
                 raw = offline_plan(analyzed.profile, shared.vocabulary, existing.packages)
-                sanitized = sanitize_plan(raw, existing_package_keys=keys)
+                # Lineup checks on the snapshot: the concurrent builds cannot see each other.
+                curated = curate_lineup(
+                    raw, media_items(ai, settings.source_id), rules=settings.rules
+                )
+                sanitized = sanitize_plan(curated.plan, existing_package_keys=keys)
             except (ValueError, PlanSchemaError) as error:
                 raise dg.Failure(
                     description=f"the offline planner found no lineup: {error}"
@@ -656,6 +662,7 @@ def plan_lineup(
                 "plan": sanitized.plan.model_dump(mode="json", by_alias=True),
                 "changes": [c.model_dump(mode="json") for c in sanitized.changes],
                 "dropped": [d.model_dump(mode="json") for d in sanitized.dropped_channels],
+                "curated": [list(removed) for removed in curated.removed],
             },
         )
         model, attempts = None, 1
@@ -1169,6 +1176,7 @@ def _report(
         dropped=planned.sanitized.dropped_channels,
         budget_usd=settings.budget_usd,
         duration_seconds=(datetime.now(UTC) - settings.started_at).total_seconds(),
+        quality=measure_built_lineup(media_items(ai, settings.source_id), results),
     )
     markdown = render_markdown(report)
     _trace(
@@ -1186,6 +1194,7 @@ def _report(
         "channels_failed": len(report.failed),
         "total_usd": report.total_usd,
         "cache_read_ratio": report.cache_read_ratio,
+        **report.quality_metadata(),
         "report": dg.MetadataValue.md(markdown),
     }
     context.log_event(dg.AssetMaterialization(asset_key=AI_LINEUP_KEY, metadata=metadata))

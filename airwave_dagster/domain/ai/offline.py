@@ -30,6 +30,7 @@ from typing import Any
 
 from airwave_dagster.domain.ai.lineup_checks import (
     CEILINGS,
+    Audience,
     LineupGuard,
     LineupRules,
     ceiling_group,
@@ -418,21 +419,14 @@ def _genre_package(profile: LibraryProfile, spelling: _Spelling, kind: MediaType
     ordering = "SHUFFLE" if kind == "movie" else "IN_ORDER"
     # Kids first: their titles are claimed with the ceiling, so the rest of the layer keeps what
     # is above it (a grown-up animated film plays on its other genre's channel).
-    young = (
-        (("animation", "family"), "Family Movies", "family", "FAMFLX")
-        if kind == "movie"
-        else (("animation", "family"), "Saturday Morning Cartoons", "kids", "TOONS")
-    )
-    genres, name, audience, token = young
-    spelled = [spelling.spell("genre", g) for g in genres]
+    audience: Audience = "family" if kind == "movie" else "kids"
+    name = "Family Movies" if kind == "movie" else "Saturday Morning Cartoons"
+    token = "FAMFLX" if kind == "movie" else "TOONS"
+    spelled = [spelling.spell("genre", g) for g in ("animation", "family")]
     present = [g for g in spelled if g is not None and _has_genre(profile, g)]
     if present:
-        claim = Group(
-            combinator="and",
-            children=[
-                _genre_node(present),
-                ceiling_group(audience, ratings),
-            ],
+        young = Group(
+            combinator="and", children=[_genre_node(present), ceiling_group(audience, ratings)]
         )
         ceiling = " or ".join(CEILINGS[audience][:2] if kind == "movie" else CEILINGS[audience])
         package.channels.append(
@@ -443,7 +437,7 @@ def _genre_package(profile: LibraryProfile, spelling: _Spelling, kind: MediaType
                     if kind == "movie"
                     else f"{' and '.join(present)} series for kids, each show in order."
                 ),
-                filter=_to_plan(claim),
+                filter=_to_plan(young),
                 media_types=(kind,),
                 ordering=ordering,
                 icon="lucide:Baby",
@@ -451,8 +445,7 @@ def _genre_package(profile: LibraryProfile, spelling: _Spelling, kind: MediaType
                 target=sum(_genre_count(profile, g) for g in present),
             )
         )
-        allowed = [r for r in CEILINGS[audience]]
-        claims.extend(_not_claimed(g, allowed, ratings or []) for g in present)
+        claims.extend(_not_claimed(g, CEILINGS[audience], ratings or []) for g in present)
         claimed_genres.update(g.casefold() for g in present)
     ranked = sorted(profile.genres, key=lambda g: (g.count, g.name.casefold()))
     for genre in ranked:
@@ -726,12 +719,12 @@ def _build(
 
 
 def _under_ceiling(
-    node: FilterNode | None, audience: str | None, ratings: Mapping[str, int]
+    node: FilterNode | None, audience: Audience | None, ratings: Mapping[str, int]
 ) -> FilterNode | None:
     """The filter ANDed with the audience's rating ceiling, when the pool goes above it."""
-    if node is None or audience not in CEILINGS:
+    if node is None or audience is None:
         return None
-    ceiling = ceiling_group(audience, [r for r in ratings if r != "unrated"])  # type: ignore[arg-type]
+    ceiling = ceiling_group(audience, [r for r in ratings if r != "unrated"])
     if isinstance(node, Group) and node.combinator == "and":
         if ceiling in node.children:
             return None

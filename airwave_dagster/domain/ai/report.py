@@ -153,6 +153,10 @@ class LineupReport(BaseModel):
         default=None, description="The built lineup's measures (overlap, coverage, audience)."
     )
 
+    def quality_metadata(self) -> dict[str, float | int | str]:
+        """The lineup's headline measures as flat metadata values (see `quality_metadata`)."""
+        return quality_metadata(self.quality)
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def packages_planned(self) -> int:
@@ -200,6 +204,22 @@ class LineupReport(BaseModel):
     def pool_hours_total(self) -> float:
         """Programming hours across the built channels' pools."""
         return round(sum(r.pool_hours or 0.0 for r in self.built), 1)
+
+
+def quality_metadata(quality: LineupQuality | None) -> dict[str, float | int | str]:
+    """The lineup's headline measures as flat metadata values (empty without measures)."""
+    if quality is None:
+        return {}
+    return {
+        "quality_median_jaccard": quality.median_jaccard,
+        "quality_max_jaccard": quality.max_jaccard,
+        "quality_strict_subset_pairs": quality.strict_subset_pairs,
+        "quality_runtime_covered": quality.runtime_covered,
+        "quality_channels_per_item": quality.mean_channels_per_item,
+        "quality_items_per_channel_median": float(quality.items_per_channel_median),
+        "quality_audience_violations": quality.audience_violations,
+        "quality_genres_without_channel": ", ".join(quality.genres_without_channel) or "none",
+    }
 
 
 def build_report(
