@@ -24,7 +24,7 @@ from airwave_dagster.domain.ai.context import (
     SharedContext,
     render_shared_context,
 )
-from airwave_dagster.domain.ai.curate import curate_lineup
+from airwave_dagster.domain.ai.curate import curate_lineup, lineup_guard_for
 from airwave_dagster.domain.ai.numbering import (
     ExistingChannel,
     LineupNumbering,
@@ -63,6 +63,7 @@ from airwave_dagster.domain.ai.report import (
     render_markdown,
 )
 from airwave_dagster.domain.ai.tools import (
+    ChannelCheck,
     ChannelOutcome,
     PoolRules,
     ToolSession,
@@ -231,6 +232,8 @@ class BuildTask(BaseModel):
     settings: LineupSettings
     channel: PlannedChannel
     numbered: NumberedChannel
+    earlier: list[PlannedChannel] = Field(default_factory=list)
+    """The plan's channels before this one: the lineup its commit is checked against."""
 
 
 def _mapping_key(number: int) -> str:
@@ -804,9 +807,12 @@ def assign_channel_numbers(
         output_name="numbered",
     )
     plan = planned.sanitized.plan
+    order = [channel for _, channel in plan.channels()]
     for numbered in selected:
+        channel = plan.channel(numbered.key)
+        earlier = order[: order.index(channel)]
         yield dg.DynamicOutput(
-            BuildTask(settings=settings, channel=plan.channel(numbered.key), numbered=numbered),
+            BuildTask(settings=settings, channel=channel, numbered=numbered, earlier=earlier),
             output_name="builds",
             mapping_key=_mapping_key(numbered.number),
         )
@@ -947,14 +953,17 @@ def _run_agent(
     """Drive the tools with the model or the offline builder; the outcome and a transient error."""
     settings = task.settings
     channel = task.channel
+    guard = lineup_guard_for(task.earlier, media_items(toolbox.ai_store, settings.source_id))
+    lineup = ChannelCheck.of(guard, channel.name, channel.description, channel.theme)
     if settings.provider == "offline" or llm is None:
         try:
             with toolbox.claims.held(toolbox.channel_id, toolbox.claimant):
-                return build_channel_offline(channel, toolbox, rules=settings.rules), None
+                outcome = build_channel_offline(channel, toolbox, rules=settings.rules, guard=guard)
+                return outcome, None
         except Exception as error:
             session = ToolSession(toolbox, planned=channel.envelope(), rules=settings.rules)
             return session.finish(error=f"{type(error).__name__}: {error}"), None
-    session = ToolSession(toolbox, planned=channel.envelope(), rules=settings.rules)
+    session = ToolSession(toolbox, planned=channel.envelope(), rules=settings.rules, check=lineup)
     model = settings.worker_model
 
     def check() -> None:

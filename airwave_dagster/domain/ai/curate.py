@@ -8,7 +8,9 @@ guard — exactly the calls a build makes. `curate_lineup` returns the plan with
 filter replaced by the one the replay committed (a kids channel revised under its rating
 ceiling, a window widened) and without the channels the replay could not keep (too small, or
 too close to a channel kept before it), with the reasons. Channels whose filters use fields the
-snapshot cannot answer are kept as planned: Plex decides them at build time.
+snapshot cannot answer are kept as planned: Plex decides them at build time. `lineup_guard_for`
+gives one build of a concurrent run its guard: the channels planned before it, resolved on the
+snapshot, so the Anthropic worker's commits are judged by the same checks.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from airwave_dagster.domain.ai.lineup_checks import LineupGuard
+from airwave_dagster.domain.ai.lineup_checks import LineupGuard, LineupRules
 from airwave_dagster.domain.ai.offline import build_channel_offline, offline_guard, plan_filter
 from airwave_dagster.domain.ai.plan import LineupPlan, PlannedChannel
 from airwave_dagster.domain.ai.tools import (
@@ -175,3 +177,36 @@ def curate_lineup(
     return CuratedLineup(
         plan=LineupPlan(packages=packages), removed=tuple(removed), unverified=tuple(unverified)
     )
+
+
+def lineup_guard_for(
+    earlier: Sequence[PlannedChannel],
+    items: Sequence[MediaItem],
+    *,
+    show_networks: Mapping[str, str] | None = None,
+    rules: LineupRules | None = None,
+) -> LineupGuard:
+    """The guard of one build of a concurrent run: the channels planned before it, resolved.
+
+    Builds run side by side, so a build cannot wait for its siblings' commits; it is judged
+    against the channels ahead of it in plan order instead, each resolved on the snapshot
+    (channels the snapshot cannot answer are left out). The first channel of a plan is judged
+    on its audience alone.
+
+    Args:
+        earlier: The plan's channels before this one, in plan order.
+        items: The library snapshot's available items.
+        show_networks: Network per show rating key, if known.
+        rules: Overlap rules (the shared default when None).
+
+    Returns:
+        The guard.
+    """
+    guard = LineupGuard(rules=rules or LineupRules())
+    networks = bool(show_networks)
+    for channel in earlier:
+        envelope = channel.envelope()
+        if answerable(envelope.filter, networks=networks):
+            pool = resolve(envelope, items, show_networks)
+            guard.keep(channel.name, frozenset(i.rating_key for i in pool), envelope.filter)
+    return guard
