@@ -820,6 +820,8 @@ class _Builder:
 
     def movie_rating(self, genres: tuple[str, ...]) -> str:
         """A content rating that fits the genres (kids' films G/PG, horror and crime mostly R)."""
+        values: tuple[str, ...]
+        weights: tuple[int, ...]
         if KIDS_GENRES & set(genres):
             values, weights = KIDS_MOVIE_RATINGS
         elif MATURE_GENRES & set(genres):

@@ -49,7 +49,7 @@ from airwave_dagster.domain.ai.plan import (
     slugify,
     unique_key,
 )
-from airwave_dagster.domain.ai.profile import LibraryProfile
+from airwave_dagster.domain.ai.profile import LibraryProfile, NameCount
 from airwave_dagster.domain.ai.tools import (
     ChannelCheck,
     ChannelOutcome,
@@ -186,7 +186,7 @@ def offline_plan(
     drafts = [
         _genre_package(profile, spelling, "movie"),
         _genre_package(profile, spelling, "show"),
-        _era_package(profile),
+        _era_package(profile, spelling),
         _network_package(profile, spelling),
         _studio_package(profile, spelling),
         _picks_package(profile, spelling),
@@ -423,7 +423,7 @@ def _genre_package(profile: LibraryProfile, spelling: _Spelling, kind: MediaType
     name = "Family Movies" if kind == "movie" else "Saturday Morning Cartoons"
     token = "FAMFLX" if kind == "movie" else "TOONS"
     spelled = [spelling.spell("genre", g) for g in ("animation", "family")]
-    present = [g for g in spelled if g is not None and _has_genre(profile, g)]
+    present = [g for g in spelled if g is not None and _has_genre(profile, g, kind)]
     if present:
         young = Group(
             combinator="and", children=[_genre_node(present), ceiling_group(audience, ratings)]
@@ -442,13 +442,30 @@ def _genre_package(profile: LibraryProfile, spelling: _Spelling, kind: MediaType
                 ordering=ordering,
                 icon="lucide:Baby",
                 token=token,
-                target=sum(_genre_count(profile, g) for g in present),
+                target=sum(_genre_count(profile, g, kind) for g in present),
             )
         )
         claims.extend(_not_claimed(g, CEILINGS[audience], ratings or []) for g in present)
         claimed_genres.update(g.casefold() for g in present)
-    ranked = sorted(profile.genres, key=lambda g: (g.count, g.name.casefold()))
-    for genre in ranked:
+    all_ages = spelling.spell("contentRating", "G") if kind == "movie" else None
+    if all_ages is not None and ratings:
+        # G-rated films of every other genre get their own channel, so no genre channel mixes
+        # kids' titles with R-rated ones (a mixed-audience channel, issue 10).
+        package.channels.append(
+            _Draft(
+                name="All-Ages Movies",
+                description=f"Movies rated {all_ages} from every genre.",
+                filter=_exclusive(
+                    Condition(field="contentRating", op="is", value=all_ages), claims
+                ),
+                media_types=(kind,),
+                ordering=ordering,
+                icon="lucide:Smile",
+                token="4ALL",
+            )
+        )
+        claims.append(_no_all_ages(spelling))
+    for genre in _genres_of(profile, kind):
         value = spelling.spell("genre", genre.name)
         if value is None or genre.count < MIN_GENRE_TITLES:
             continue
@@ -475,20 +492,51 @@ def _genre_package(profile: LibraryProfile, spelling: _Spelling, kind: MediaType
     return package
 
 
+def _no_all_ages(spelling: _Spelling) -> FilterNode:
+    """`contentRating isNot G`: what keeps a grown-up movie channel from mixing audiences."""
+    return Condition(field="contentRating", op="isNot", value=spelling.spell("contentRating", "G"))
+
+
+def _grown_up(node: PlanCondition, spelling: _Spelling) -> _Node:
+    """A movie channel's condition without the G-rated films (they play on All-Ages Movies)."""
+    if spelling.spell("contentRating", "G") is None:
+        return node
+    return _exclusive(
+        Condition(field=node.field, op=node.op, value=node.value), [_no_all_ages(spelling)]
+    )
+
+
 def _genre_node(genres: Sequence[str]) -> FilterNode:
     conditions = [Condition(field="genre", op="is", value=g) for g in genres]
     return conditions[0] if len(conditions) == 1 else Group(combinator="or", children=conditions)
 
 
-def _has_genre(profile: LibraryProfile, genre: str) -> bool:
-    return _genre_count(profile, genre) >= MIN_GENRE_TITLES
+def _genres_of(profile: LibraryProfile, kind: MediaType) -> list[NameCount]:
+    """Genres with their title counts for one medium, smallest first (then by name).
+
+    A profile without `show_genres` (an older one) counts every title for both media.
+    """
+    if not profile.show_genres:
+        counts = {g.name: g.count for g in profile.genres}
+    elif kind == "show":
+        counts = {g.name: g.count for g in profile.show_genres}
+    else:
+        shows = {g.name: g.count for g in profile.show_genres}
+        counts = {g.name: g.count - shows.get(g.name, 0) for g in profile.genres}
+    ranked = sorted(counts.items(), key=lambda pair: (pair[1], pair[0].casefold()))
+    return [NameCount(name=name, count=count) for name, count in ranked]
 
 
-def _genre_count(profile: LibraryProfile, genre: str) -> int:
-    return next((g.count for g in profile.genres if g.name.casefold() == genre.casefold()), 0)
+def _has_genre(profile: LibraryProfile, genre: str, kind: MediaType) -> bool:
+    return _genre_count(profile, genre, kind) >= MIN_GENRE_TITLES
 
 
-def _era_package(profile: LibraryProfile) -> _PackageDraft:
+def _genre_count(profile: LibraryProfile, genre: str, kind: MediaType) -> int:
+    found = (g.count for g in _genres_of(profile, kind) if g.name.casefold() == genre.casefold())
+    return next(found, 0)
+
+
+def _era_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDraft:
     package = _PackageDraft(
         "Movie Eras", "The library's movies decade by decade.", "lucide:Clock", "amber"
     )
@@ -508,7 +556,7 @@ def _era_package(profile: LibraryProfile) -> _PackageDraft:
             _Draft(
                 name=f"{decade.decade}s Movies",
                 description=f"Movies released from {decade.decade} to {decade.decade + 9}.",
-                filter=_cond("decade", "is", str(decade.decade)),
+                filter=_grown_up(_cond("decade", "is", str(decade.decade)), spelling),
                 media_types=("movie",),
                 icon="lucide:CalendarDays",
                 token=f"{str(decade.decade)[2:]}S",
@@ -521,7 +569,7 @@ def _era_package(profile: LibraryProfile) -> _PackageDraft:
             _Draft(
                 name="Classic Movies",
                 description=f"Movies made up to {cutoff}.",
-                filter=_cond("year", "lte", str(cutoff)),
+                filter=_grown_up(_cond("year", "lte", str(cutoff)), spelling),
                 media_types=("movie",),
                 icon="lucide:Hourglass",
                 token="GOLDEN",
@@ -578,7 +626,7 @@ def _studio_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDra
             _Draft(
                 name=f"{value} Movie Vault",
                 description=f"Movies from {value}.",
-                filter=_cond("studio", "is", value),
+                filter=_grown_up(_cond("studio", "is", value), spelling),
                 media_types=("movie",),
                 icon="lucide:Clapperboard",
                 target=studio.count,
@@ -597,7 +645,7 @@ def _picks_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDraf
             _Draft(
                 "Critics' Choice Movies",
                 f"Movies critics score {_number(critic.p90)} or higher.",
-                _cond("criticRating", "gte", _number(critic.p90)),
+                _grown_up(_cond("criticRating", "gte", _number(critic.p90)), spelling),
                 media_types=("movie",),
                 icon="lucide:Award",
                 token="RAVES",
@@ -611,7 +659,7 @@ def _picks_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDraf
             _Draft(
                 "Epic Movies",
                 f"Movies of {floor:g} minutes or more.",
-                _cond("duration", "gte", _number(floor)),
+                _grown_up(_cond("duration", "gte", _number(floor)), spelling),
                 media_types=("movie",),
                 icon="lucide:Mountain",
                 token="EPICS",
@@ -623,7 +671,7 @@ def _picks_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDraf
             _Draft(
                 "Ultra HD Movies",
                 "Movies in 4K.",
-                _cond("resolution", "is", four_k),
+                _grown_up(_cond("resolution", "is", four_k), spelling),
                 media_types=("movie",),
                 icon="lucide:MonitorPlay",
                 token="UHD",

@@ -16,6 +16,8 @@ Deliberate differences from the reference:
 - studios and networks carry their runtime hours and are ranked by it (then titles, then name),
   because a channel is as big as its hours, not its title count (issue 10);
 - totals include runtime hours, which is how channel size should be judged;
+- `show_genres` counts genres over shows alone (not rendered), so a planner can tell a genre of
+  films from a genre of series;
 - `decades` keeps the newest 12 decades, newest first, as the reference did.
 """
 
@@ -103,6 +105,9 @@ class LibraryProfile(_Frozen):
     source_id: str = ""
     totals: ProfileTotals = Field(default_factory=ProfileTotals)
     genres: tuple[NameCount, ...] = ()
+    show_genres: tuple[NameCount, ...] = Field(
+        default=(), description="Genres counted over shows only (the rest of a count is movies)."
+    )
     studios: tuple[NameCount, ...] = ()
     networks: tuple[NameCount, ...] = ()
     content_ratings: tuple[NameCount, ...] = ()
@@ -188,6 +193,9 @@ def build_profile(
             episode_hours=_hours(sum(e.duration_ms for e in episodes)),
         ),
         genres=_top((genre for t in titles for genre in set(_clean_all(t.genres))), MAX_GENRES),
+        show_genres=_top(
+            (genre for t in shows.values() for genre in set(_clean_all(t.genres))), MAX_GENRES
+        ),
         studios=_by_hours(((t.studio, _title_ms(t)) for t in titles), MAX_STUDIOS),
         networks=_by_hours(_networks(shows.values(), show_networks or {}), MAX_NETWORKS),
         content_ratings=_top(_clean_all(t.content_rating for t in titles), MAX_CONTENT_RATINGS),

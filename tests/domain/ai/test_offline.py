@@ -84,12 +84,15 @@ def test_no_planned_channel_matches_every_item(demo: Demo) -> None:
 
 
 def test_values_outside_the_vocabulary_are_never_planned(demo: Demo) -> None:
-    vocabulary = {**demo.vocabulary, "genre": ["Drama"], "network": ["Docuverse"]}
+    # The network with the most hours (networks are ranked by runtime, not alphabetically).
+    top = demo.profile.networks[0].name
+    assert demo.profile.networks[0].hours == max(n.hours for n in demo.profile.networks)
+    vocabulary = {**demo.vocabulary, "genre": ["Drama"], "network": [top]}
     plan = offline_plan(demo.profile, vocabulary)
     genre_package = next(p for p in plan.packages if p.key == "movie-genres")
-    assert [c.name for c in genre_package.channels] == ["Drama Movies"]
+    assert [c.name for c in genre_package.channels] == ["All-Ages Movies", "Drama Movies"]
     network_package = next(p for p in plan.packages if p.key == "networks")
-    assert [c.name for c in network_package.channels] == ["Docuverse Series"]
+    assert [c.name for c in network_package.channels] == [f"{top} Series"]
 
 
 def test_matching_existing_packages_are_reused(demo: Demo) -> None:
