@@ -41,8 +41,13 @@ KIDS_CEILING = {
 
 def _plan() -> dict[str, Any]:
     drama = genre_channel("Drama", name="Drama Movies", mediaTypes=["movie"])
-    # The same pool under another name, and a kids channel with no rating ceiling.
+    # The same pool under another name and filter (every film runs over an hour; an identical
+    # filter would be dropped by the sanitiser as a duplicate), and a kids channel with no
+    # rating ceiling.
     again = genre_channel("Drama", key="serious", name="Serious Films", mediaTypes=["movie"])
+    again["filter"]["children"].append(
+        {"type": "condition", "field": "duration", "op": "gte", "value": "60"}
+    )
     kids = genre_channel("Animation", key="toons", name="Kids Cartoons")
     return {
         "packages": [{"key": "p", "name": "P", "description": "", "channels": [drama, again, kids]}]
