@@ -30,7 +30,8 @@ API (stable; every model is a frozen pydantic model that round-trips through JSO
   `discover_field_values`, `preview_filter`, `commit_channel`, `give_up`); `ToolError`;
   `run_tool(toolbox, name, input, *, rules, default_envelope, check) -> ToolResult`;
   `ToolSession(toolbox, *, planned, rules, check)` (`.call`, `.says`, `.finish ->
-  ChannelOutcome`); `ChannelCheck` (`.of(guard, name, *texts)`: the lineup checks of a commit); `FilterPreview`, `ShowSample`,
+  ChannelOutcome`); `ChannelCheck` (`.of(guard, name, *texts)`: the lineup checks of a
+  commit); `FilterPreview` (plus `item_keys`, `content_ratings`, never dumped), `ShowSample`,
   `summarise_pool(items, *, detail, library_items)`; `verify_pool(preview, min_items=3,
   min_runtime_hours=10.0) -> list[str]`; `PoolRules`; `CommittedChannel`; `ChannelOutcome`,
   `TraceStep`; limits `MAX_MODEL_CALLS` (24), `MIN_POOL_ITEMS`, `MIN_RUNTIME_HOURS`,
