@@ -171,9 +171,12 @@ def assign_channel_numbers(
         output_name="numbered",
     )
     plan = planned.sanitized.plan
+    order = [channel for _, channel in plan.channels()]
     for numbered in selected:
+        channel = plan.channel(numbered.key)
+        earlier = order[: order.index(channel)]
         yield dg.DynamicOutput(
-            BuildTask(settings=settings, channel=plan.channel(numbered.key), numbered=numbered),
+            BuildTask(settings=settings, channel=channel, numbered=numbered, earlier=earlier),
             output_name="builds",
             mapping_key=mapping_key(numbered.number),
         )

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from airwave_dagster.domain.ai.context import SharedContext
+from airwave_dagster.domain.ai.curate import lineup_guard_for
 from airwave_dagster.domain.ai.offline import build_channel_offline
 from airwave_dagster.domain.ai.prompts import (
     CONTEXT_HEADING,
@@ -19,13 +20,18 @@ from airwave_dagster.domain.ai.prompts import (
     render_channel_brief,
 )
 from airwave_dagster.domain.ai.report import BUDGET_REASON, ChannelBuildResult
-from airwave_dagster.domain.ai.tools import ChannelOutcome, ToolSession, tool_definitions_api
+from airwave_dagster.domain.ai.tools import (
+    ChannelCheck,
+    ChannelOutcome,
+    ToolSession,
+    tool_definitions_api,
+)
 from airwave_dagster.domain.ai.usage import Usage
 from ops.ai_lineup.checkpoints import BuildTask, LineupSettings
 from resources.ai_toolbox import PlexChannelToolbox
 from resources.llm import BudgetStop, LlmCallError, LlmClient, ToolOutcome
 from resources.plex import PlexClient
-from resources.stores.ai import AiStore
+from resources.stores.ai import AiStore, media_items
 from resources.stores.channels import AirwaveStore, channel_row
 from resources.stores.claims import ChannelClaims, Claimant
 
@@ -186,14 +192,17 @@ def _run_agent(
     """Drive the tools with the model or the offline builder; the outcome and a transient error."""
     settings = task.settings
     channel = task.channel
+    guard = lineup_guard_for(task.earlier, media_items(toolbox.ai_store, settings.source_id))
+    lineup = ChannelCheck.of(guard, channel.name, channel.description, channel.theme)
     if settings.provider == "offline" or llm is None:
         try:
             with toolbox.claims.held(toolbox.channel_id, toolbox.claimant):
-                return build_channel_offline(channel, toolbox, rules=settings.rules), None
+                outcome = build_channel_offline(channel, toolbox, rules=settings.rules, guard=guard)
+                return outcome, None
         except Exception as error:
             session = ToolSession(toolbox, planned=channel.envelope(), rules=settings.rules)
             return session.finish(error=f"{type(error).__name__}: {error}"), None
-    session = ToolSession(toolbox, planned=channel.envelope(), rules=settings.rules)
+    session = ToolSession(toolbox, planned=channel.envelope(), rules=settings.rules, check=lineup)
     model = settings.worker_model
 
     def check() -> None:

@@ -139,3 +139,5 @@ class BuildTask(BaseModel):
     settings: LineupSettings
     channel: PlannedChannel
     numbered: NumberedChannel
+    earlier: list[PlannedChannel] = Field(default_factory=list)
+    """The plan's channels before this one: the lineup its commit is checked against."""

@@ -16,6 +16,7 @@ from typing import Any
 import dagster as dg
 
 from airwave_dagster.domain.ai.context import render_shared_context
+from airwave_dagster.domain.ai.curate import curate_lineup
 from airwave_dagster.domain.ai.offline import offline_plan
 from airwave_dagster.domain.ai.plan import (
     ExistingPackage,
@@ -52,7 +53,7 @@ from resources.llm import (
     MissingApiKeyError,
 )
 from resources.plex import PlexError, PlexResource
-from resources.stores.ai import AiStore
+from resources.stores.ai import AiStore, media_items
 from resources.stores.channels import AirwaveStore
 from resources.stores.library import library_synced, sync_library
 
@@ -263,7 +264,11 @@ def plan_lineup(
         with _phase(context, ai, "planLineup", "plan"):
             try:
                 raw = offline_plan(analyzed.profile, shared.vocabulary, existing.packages)
-                sanitized = sanitize_plan(raw, existing_package_keys=keys)
+                # Lineup checks on the snapshot: the concurrent builds cannot see each other.
+                curated = curate_lineup(
+                    raw, media_items(ai, settings.source_id), rules=settings.rules
+                )
+                sanitized = sanitize_plan(curated.plan, existing_package_keys=keys)
             except (ValueError, PlanSchemaError) as error:
                 raise dg.Failure(
                     description=f"the offline planner found no lineup: {error}"
@@ -281,6 +286,7 @@ def plan_lineup(
                 "plan": sanitized.plan.model_dump(mode="json", by_alias=True),
                 "changes": [c.model_dump(mode="json") for c in sanitized.changes],
                 "dropped": [d.model_dump(mode="json") for d in sanitized.dropped_channels],
+                "curated": [list(removed) for removed in curated.removed],
             },
         )
         model, attempts = None, 1

@@ -10,9 +10,10 @@ from airwave_dagster.domain.ai.report import (
     LineupReport,
     PackageSummary,
     build_report,
+    measure_built_lineup,
 )
 from ops.ai_lineup.checkpoints import AnalyzedLibrary, CreatedPackages, PlannedLineup
-from resources.stores.ai import AiStore
+from resources.stores.ai import AiStore, media_items
 
 
 def assemble_report(
@@ -52,6 +53,7 @@ def assemble_report(
         dropped=planned.sanitized.dropped_channels,
         budget_usd=settings.budget_usd,
         duration_seconds=(datetime.now(UTC) - settings.started_at).total_seconds(),
+        quality=measure_built_lineup(media_items(ai, settings.source_id), results),
     )
 
 
@@ -125,6 +127,7 @@ def report_metadata(report: LineupReport) -> dict[str, Any]:
         "channels_failed": len(report.failed),
         "total_usd": report.total_usd,
         "cache_read_ratio": report.cache_read_ratio,
+        **report.quality_metadata(),
         "channels": _channels_table(report),
         "spend": _spend_table(report),
     }

@@ -28,20 +28,33 @@ API (stable; every model is a frozen pydantic model that round-trips through JSO
   `channel_accent_at(i)`; `AI_NUMBER_BASE`, `PACKAGE_BLOCK_SIZE`.
 - `tools`: `TOOL_DEFINITIONS` / `tool_definitions_api()`; `ChannelToolbox` (Protocol:
   `discover_field_values`, `preview_filter`, `commit_channel`, `give_up`); `ToolError`;
-  `run_tool(toolbox, name, input, *, rules, default_envelope) -> ToolResult`; `ToolSession`
-  (`.call`, `.says`, `.finish -> ChannelOutcome`); `FilterPreview`, `ShowSample`,
+  `run_tool(toolbox, name, input, *, rules, default_envelope, check) -> ToolResult`;
+  `ToolSession(toolbox, *, planned, rules, check)` (`.call`, `.says`, `.finish ->
+  ChannelOutcome`); `ChannelCheck` (`.of(guard, name, *texts)`: the lineup checks of a
+  commit); `FilterPreview` (plus `item_keys`, `content_ratings`, never dumped), `ShowSample`,
   `summarise_pool(items, *, detail, library_items)`; `verify_pool(preview, min_items=3,
   min_runtime_hours=10.0) -> list[str]`; `PoolRules`; `CommittedChannel`; `ChannelOutcome`,
   `TraceStep`; limits `MAX_MODEL_CALLS` (24), `MIN_POOL_ITEMS`, `MIN_RUNTIME_HOURS` (the
   output caps per call are the LLM resource's: `resources/llm.py`).
 - `prompts`: `PLANNER_SYSTEM_PROMPT`, `WORKER_SYSTEM_PROMPT`, `CONTEXT_HEADING`,
   `render_planner_prompt(context, existing_packages)`, `render_channel_brief(channel)`.
+- `lineup_checks`: `LineupGuard` (`.check(keys, ratings, *, audience)`, `.keep`, `.conflicts`),
+  `LineupRules` (`max_jaccard` 0.5, `max_containment` 0.9), `audience_of(*texts)`,
+  `KIDS_RATINGS`, `FAMILY_RATINGS`, `CEILINGS`, `ceiling_group(audience, present)`,
+  `negate(node)`, `is_cut_short(callsign, name)`, `overlap(a, b)`, `rating_counts`.
 - `offline`: `offline_plan(profile, vocabulary, existing_packages=()) -> LineupPlan`,
-  `build_channel_offline(channel, toolbox, *, rules=None) -> ChannelOutcome`.
+  `build_channel_offline(channel, toolbox, *, rules=None, guard=None) -> ChannelOutcome`,
+  `offline_guard()`, `make_callsign(name, token, taken)`, `plan_filter(node)`.
+- `curate`: `curate_lineup(plan, items, *, show_networks, rules, guard) -> CuratedLineup`
+  (`.plan`, `.removed`, `.unverified`), `lineup_guard_for(earlier, items, ...)`,
+  `MemoryToolbox`, `resolve(envelope, items, show_networks)`, `answerable(node, *, networks)`.
+- `quality`: `lineup_quality(library, channels) -> LineupQuality` (`.lines()`),
+  `BuiltChannel`, `PairOverlap`, `description_is_true(description, pool)`.
 - `usage`: `Usage` (`from_api(usage_dict)`, `+`, `total_input_tokens`), `ModelUsage`,
   `add_usage`, `merge_usage`, `total_usage`, `ModelPrice`, `PriceTable` (`price_of`,
   `with_overrides`), `DEFAULT_PRICES`, `cost_usd(model, usage, table)`, `summarise_cost`,
   `CostSummary`, `remaining_budget`, `budget_exhausted`, `worst_case_call_cost`.
 - `report`: `ChannelBuildResult` (`.of(numbered, channel, outcome)`), `PackageSummary`,
-  `LineupReport`, `build_report(...)`, `render_markdown(report)`.
+  `LineupReport` (`.quality`, `.quality_metadata()`), `build_report(..., quality=None)`,
+  `measure_built_lineup(items, results, show_networks=None)`, `render_markdown(report)`.
 """

@@ -1,39 +1,57 @@
 """The offline provider: a deterministic, rule-based planner and channel builder (no model calls).
 
-`offline_plan(profile, vocabulary, existing_packages)` designs a lineup from the profile alone —
-genres, decades (older ones folded into one channel), studios, networks, marathons of the biggest
-shows, content-rating bands, score windows, movie runtime bands and premium video — using tag
-values only as the vocabulary spells them (a value the library does not have is never planned),
-and at most `MAX_OFFLINE_CHANNELS` channels. Every filter selects something (no channel is
-"everything"); existing packages whose key or name matches a planned package are reused.
+`offline_plan(profile, vocabulary, existing_packages)` designs a lineup from the profile alone, in
+layers that are near-partitions of one medium each (see `offline_plan`): genre channels for
+movies and for series kept apart (kids and family titles first, under their rating ceiling; then
+every genre from the smallest up, each excluding what an earlier genre channel claimed), movie
+eras (small old decades folded into one classic channel), networks ranked by runtime, a few
+studios ranked by runtime, and technical picks last. Names say the medium ("Crime Series",
+"Saturday Morning Cartoons"), callsigns are made to be read (`make_callsign`: never the name cut
+short, unique in the lineup), descriptions only claim what the filter guarantees. Tag values are
+used only as the vocabulary spells them, and at most `MAX_OFFLINE_CHANNELS` channels are planned.
 
-`build_channel_offline(channel, toolbox)` drives the very same tools as the Anthropic worker
-through a `ToolSession`: preview the planned filter, widen it step by step when the pool is too
-small or too short (both media types where every field allows it, looser numeric windows, fewer
-AND conditions), commit when a preview passes `verify_pool` (the commit re-verifies), and give up
-with the reasons when no variant passes. Same inputs, same calls, same outcome.
+`build_channel_offline(channel, toolbox, guard=...)` drives the very same tools as the Anthropic
+worker through a `ToolSession`: preview the planned filter, widen it step by step when the pool is
+too small or too short (looser numeric windows, fewer AND conditions; both media types only for a
+channel whose name and description name no medium), revise a kids/family channel whose pool goes
+above its rating ceiling (AND a `contentRating` group), skip variants the lineup guard refuses
+(too close to a channel already kept), commit when a preview passes, and give up with the reasons
+when no variant passes. Same inputs, same calls, same outcome. `offline_guard()` is the guard the
+offline builder keeps a lineup with (stricter than the shared default: Jaccard below 0.35).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airwave_dagster.domain.ai.lineup_checks import (
+    CEILINGS,
+    Audience,
+    LineupGuard,
+    LineupRules,
+    ceiling_group,
+    compact,
+    is_cut_short,
+)
 from airwave_dagster.domain.ai.plan import (
     ExistingPackage,
     LineupPlan,
     PlanCondition,
     PlanGroup,
+    PlanInnerGroup,
     PlannedChannel,
     PlannedPackage,
     number_text,
     slugify,
     unique_key,
 )
-from airwave_dagster.domain.ai.profile import Distribution, LibraryProfile
+from airwave_dagster.domain.ai.profile import LibraryProfile, NameCount
 from airwave_dagster.domain.ai.tools import (
+    ChannelCheck,
     ChannelOutcome,
     ChannelToolbox,
     PoolRules,
@@ -44,21 +62,26 @@ from airwave_dagster.domain.filters import FIELDS, Condition, FilterNode, Group
 from airwave_dagster.domain.library import MEDIA_TYPES, MediaType
 
 MAX_OFFLINE_CHANNELS = 50
-MAX_GENRE_CHANNELS = 10
-MAX_STUDIO_CHANNELS = 6
-MAX_NETWORK_CHANNELS = 6
-MAX_MARATHONS = 6
+MAX_STUDIO_CHANNELS = 3
+MAX_NETWORK_CHANNELS = 8
 MIN_TITLES = 8
-"""A genre/studio/decade needs this many titles (movies + shows) for its own channel."""
+"""A studio or decade needs this many titles (movies + shows) for its own channel."""
+MIN_GENRE_TITLES = 3
+"""A genre with this many titles is planned (per medium); the builder skips what is too small."""
+MIN_DECADE_SHARE = 0.05
+"""A decade with less than this share of the titles is folded into the classic channel."""
 MIN_NETWORK_SHOWS = 2
-MIN_MARATHON_EPISODES = 20
+MIN_NETWORK_HOURS = 10.0
 MIN_PREMIUM_ITEMS = 10
-MAX_PREVIEWS = 6
+MAX_PREVIEWS = 8
 """Previews one offline build may make before it gives up."""
 
-_FAMILY_RATINGS = ("G", "PG", "TV-Y", "TV-Y7", "TV-G", "TV-PG")
-_TEEN_RATINGS = ("PG-13", "TV-14")
-_MATURE_RATINGS = ("R", "NC-17", "TV-MA")
+OFFLINE_LINEUP_RULES = LineupRules(max_jaccard=0.35, max_containment=0.9)
+"""The offline builder keeps channels more distinct than the shared default requires."""
+
+_MEDIUM_WORDS = re.compile(
+    r"\b(movies?|films?|cinema|series|shows?|episodes?|sitcoms?|cartoons?)\b", re.IGNORECASE
+)
 
 _WIDEN_STEP = {
     "audienceRating": 0.5,
@@ -76,20 +99,6 @@ def _cond(field_name: str, op: str, value: str) -> PlanCondition:
     return PlanCondition(type="condition", field=field_name, op=op, value=value)
 
 
-def _any_of(field_name: str, values: Sequence[str]) -> _Node:
-    if len(values) == 1:
-        return _cond(field_name, "is", values[0])
-    return PlanGroup(
-        type="group", combinator="or", children=[_cond(field_name, "is", v) for v in values]
-    )
-
-
-def _all_of(*conditions: PlanCondition) -> _Node:
-    if len(conditions) == 1:
-        return conditions[0]
-    return PlanGroup(type="group", combinator="and", children=list(conditions))
-
-
 def _number(value: float) -> str:
     return number_text(round(value, 2))
 
@@ -103,6 +112,9 @@ class _Draft:
     ordering: str = "SHUFFLE"
     icon: str = "lucide:Tv"
     target: int = 0
+    token: str | None = None
+    """A curated callsign (see `make_callsign`)."""
+    theme: str = ""
 
 
 @dataclass
@@ -147,6 +159,17 @@ def offline_plan(
 ) -> LineupPlan:
     """Design a lineup from the profile, deterministically.
 
+    The lineup is built in layers, each a near-partition of one medium, so channels are
+    distinct by construction and every item is on about two channels:
+
+    1. genres, movies and series apart: the kids/family claims first (with their rating
+       ceiling), then every genre from the smallest to the largest, each excluding the titles an
+       earlier genre channel already claimed — so every genre gets a channel of its own titles
+       and no channel repeats another;
+    2. eras for movies (each big decade, the small old ones folded into one classic channel) and
+       networks for series (ranked by runtime);
+    3. a few studios (by runtime) and technical picks (4K, critics' favourites, epics), last.
+
     Args:
         profile: The library profile.
         vocabulary: Tag values per field, as the shared context lists them.
@@ -161,19 +184,18 @@ def offline_plan(
     """
     spelling = _Spelling(vocabulary)
     drafts = [
-        _genre_package(profile, spelling),
-        _decade_package(profile),
-        _studio_package(profile, spelling),
+        _genre_package(profile, spelling, "movie"),
+        _genre_package(profile, spelling, "show"),
+        _era_package(profile, spelling),
         _network_package(profile, spelling),
-        _marathon_package(profile),
-        _rating_package(profile, spelling),
-        _score_package(profile),
-        _movie_night_package(profile, spelling),
+        _studio_package(profile, spelling),
+        _picks_package(profile, spelling),
     ]
     budget = MAX_OFFLINE_CHANNELS
     packages: list[PlannedPackage] = []
     package_keys: set[str] = set()
     channel_keys: set[str] = set()
+    callsigns: set[str] = set()
     for draft in drafts:
         channels = draft.channels[: max(0, budget)]
         if not channels:
@@ -185,7 +207,9 @@ def offline_plan(
         for channel in channels:
             channel_key = unique_key(slugify(channel.name, fallback="channel"), channel_keys)
             channel_keys.add(channel_key)
-            planned_channels.append(_planned_channel(channel_key, channel))
+            callsign = make_callsign(channel.name, channel.token, callsigns)
+            callsigns.add(callsign)
+            planned_channels.append(_planned_channel(channel_key, channel, callsign))
         packages.append(
             PlannedPackage(
                 key=key,
@@ -209,27 +233,63 @@ def _reusable(key: str, name: str, existing: Sequence[ExistingPackage]) -> str |
     return None
 
 
-def _callsign(name: str) -> str:
-    # Callsigns are ASCII letters and digits only (docs/reference/domain.md §1.3).
-    words: list[str] = re.findall(r"[A-Z0-9]+", name.upper())
-    if not words:
-        return "AIR"
-    if len(words) == 1:
-        return words[0][:5]
-    initials = "".join(word[0] for word in words)
-    return (initials + words[-1][1:])[:4]
+_SKIP_WORDS = frozenset({"THE", "OF", "AND", "A", "AN", "MOVIES", "SERIES", "FILMS", "TV"})
+_VOWELS = frozenset("AEIOU")
 
 
-def _planned_channel(key: str, draft: _Draft) -> PlannedChannel:
+def _skeleton(word: str) -> str:
+    """A word's first letter and its consonants: `DOCUVERSE` → `DCVRS` (readable, not cut)."""
+    consonants = "".join(ch for ch in word[1:] if ch not in _VOWELS)
+    return (word[0] + consonants)[:5]
+
+
+def make_callsign(name: str, token: str | None, taken: Collection[str]) -> str:
+    """A readable, unique callsign (≤ 6 letters/digits) that is never the name cut short.
+
+    A curated token wins (`LAFF` for comedy, `90S` for the 1990s); otherwise a short whole word,
+    the initials of several words, or a consonant skeleton. Series channels say `TV`. A clash
+    takes the first free digit suffix.
+
+    Args:
+        name: The channel's name.
+        token: A curated token (already including any medium suffix), or None.
+        taken: Callsigns already given in this lineup.
+
+    Returns:
+        The callsign.
+    """
+    words = [w for w in re.findall(r"[A-Z0-9]+", name.upper()) if w not in _SKIP_WORDS]
+    candidates: list[str] = []
+    if token:
+        candidates.append(token)
+    if len(words) == 1 and len(words[0]) <= 6:
+        candidates.append(words[0])
+    if len(words) >= 2:
+        candidates.append("".join(w[0] for w in words)[:4])
+    if words:
+        candidates.append(_skeleton(words[0]))
+    candidates.append("AIR")
+    for candidate in candidates:
+        sign = compact(candidate)[:6]
+        if sign and not is_cut_short(sign, name) and sign not in taken:
+            return sign
+    base = next((compact(c)[:5] for c in candidates if not is_cut_short(compact(c), name)), "AIR")
+    for digit in range(2, 10):
+        if f"{base}{digit}" not in taken:
+            return f"{base}{digit}"
+    return base
+
+
+def _planned_channel(key: str, draft: _Draft, callsign: str) -> PlannedChannel:
     return PlannedChannel.model_validate(
         {
             "key": key,
             "name": draft.name,
             "description": draft.description,
-            "theme": draft.description,
+            "theme": draft.theme or draft.description,
             "target_pool_size": draft.target,
             "ordering": draft.ordering,
-            "callsign": _callsign(draft.name),
+            "callsign": callsign,
             "icon": draft.icon,
             "media_types": list(draft.media_types),
             "filter": draft.filter,
@@ -237,80 +297,283 @@ def _planned_channel(key: str, draft: _Draft) -> PlannedChannel:
     )
 
 
-def _genre_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDraft:
-    package = _PackageDraft(
-        "Genre Channels", "One channel per big genre of the library.", "lucide:Clapperboard", "blue"
-    )
-    for genre in profile.genres:
-        if len(package.channels) >= MAX_GENRE_CHANNELS or genre.count < MIN_TITLES:
-            break
-        value = spelling.spell("genre", genre.name)
-        if value is None:
+_GENRE_STYLE: dict[str, tuple[str, str, str]] = {
+    # genre (folded) → (label in names, callsign token, icon)
+    "action": ("Action", "ACTN", "lucide:Flame"),
+    "adventure": ("Adventure", "TREK", "lucide:Compass"),
+    "animation": ("Animated", "TOON", "lucide:Palette"),
+    "comedy": ("Comedy", "LAFF", "lucide:Laugh"),
+    "crime": ("Crime", "NOIR", "lucide:Siren"),
+    "documentary": ("Documentary", "DOCS", "lucide:Camera"),
+    "drama": ("Drama", "DRMA", "lucide:Drama"),
+    "family": ("Family", "FMLY", "lucide:House"),
+    "fantasy": ("Fantasy", "MYTH", "lucide:Wand"),
+    "horror": ("Horror", "FEAR", "lucide:Skull"),
+    "music": ("Music", "TUNE", "lucide:Music"),
+    "mystery": ("Mystery", "CLUE", "lucide:Search"),
+    "romance": ("Romance", "LOVE", "lucide:Heart"),
+    "science fiction": ("Sci-Fi", "SF", "lucide:Rocket"),
+    "thriller": ("Thriller", "EDGE", "lucide:Zap"),
+    "war": ("War", "WAR", "lucide:Shield"),
+    "western": ("Western", "WSTN", "lucide:Sunset"),
+}
+
+_FLAVOUR: dict[str, str] = {
+    "action": "chases, fights and explosions",
+    "adventure": "quests and far-off places",
+    "comedy": "laughs",
+    "crime": "cops, crooks and capers",
+    "documentary": "true stories",
+    "drama": "stories of people under pressure",
+    "fantasy": "magic and other worlds",
+    "horror": "scares",
+    "music": "music on screen",
+    "mystery": "whodunits",
+    "romance": "love stories",
+    "science fiction": "the future and the stars",
+    "thriller": "suspense",
+    "war": "soldiers and battles",
+    "western": "the frontier",
+}
+
+
+def _style(genre: str) -> tuple[str, str, str]:
+    found = _GENRE_STYLE.get(genre.casefold())
+    if found is not None:
+        return found
+    words = re.findall(r"[A-Za-z0-9]+", genre.upper())
+    return genre, _skeleton(words[0]) if words else "AIR", "lucide:Film"
+
+
+def _medium(kind: MediaType) -> tuple[str, str, str]:
+    """Noun for names, noun for descriptions and callsign suffix of a medium."""
+    return ("Movies", "movies", "") if kind == "movie" else ("Series", "series", "TV")
+
+
+def _exclusive(claim: FilterNode, exclusions: Sequence[FilterNode]) -> _Node:
+    """`claim` AND every exclusion (what earlier channels of the layer claimed, negated)."""
+    parts = [claim, *exclusions]
+    node: FilterNode = parts[0] if len(parts) == 1 else Group(combinator="and", children=parts)
+    return _to_plan(node)
+
+
+def _not_claimed(genre: str, allowed: Sequence[str] | None, ratings: Sequence[str]) -> FilterNode:
+    """The negation of "genre is `genre` (rated one of `allowed`)", one group deep.
+
+    The plan's filter language nests one group inside the top one, so the negated rating
+    ceiling is spelled as the library's other ratings rather than as a group of `isNot`s. An
+    unrated title of the genre is therefore neither on the kids channel nor on a later one.
+    """
+    not_genre = Condition(field="genre", op="isNot", value=genre)
+    if allowed is None:
+        return not_genre
+    folded = {r.casefold() for r in allowed}
+    others = [Condition(field="contentRating", op="is", value=r) for r in ratings]
+    others = [c for c in others if c.value.casefold() not in folded]
+    if not others:
+        return not_genre
+    return Group(combinator="or", children=[not_genre, *others])
+
+
+def plan_filter(node: FilterNode | None) -> _Node:
+    """A filter as the plan spells it (a condition, or a group holding conditions and groups of
+    conditions).
+
+    Raises:
+        ValueError: The filter is empty or nests deeper than the plan's filter language allows.
+    """
+    if node is None:
+        raise ValueError("a planned channel needs a filter")
+    return _to_plan(node)
+
+
+def _to_plan(node: FilterNode) -> _Node:
+    if isinstance(node, Condition):
+        return _cond(node.field, node.op, node.value)
+    children: list[PlanCondition | PlanInnerGroup] = []
+    for child in node.children:
+        if isinstance(child, Condition):
+            children.append(_cond(child.field, child.op, child.value))
             continue
+        inner: list[PlanCondition] = []
+        for leaf in child.children:
+            if not isinstance(leaf, Condition):
+                raise ValueError("the filter nests groups deeper than a plan can hold")
+            inner.append(_cond(leaf.field, leaf.op, leaf.value))
+        children.append(PlanInnerGroup(type="group", combinator=child.combinator, children=inner))
+    return PlanGroup(type="group", combinator=node.combinator, children=children)
+
+
+def _genre_package(profile: LibraryProfile, spelling: _Spelling, kind: MediaType) -> _PackageDraft:
+    noun, lower, suffix = _medium(kind)
+    package = _PackageDraft(
+        f"{'Movie' if kind == 'movie' else 'Series'} Genres",
+        f"Every genre of the library's {lower}, each on its own channel.",
+        "lucide:Clapperboard" if kind == "movie" else "lucide:Tv",
+        "blue" if kind == "movie" else "teal",
+    )
+    ratings = spelling.values("contentRating") if spelling.has_field("contentRating") else None
+    claims: list[FilterNode] = []
+    """The exclusions a later channel of the layer carries (earlier claims, negated)."""
+    claimed_genres: set[str] = set()
+    ordering = "SHUFFLE" if kind == "movie" else "IN_ORDER"
+    # Kids first: their titles are claimed with the ceiling, so the rest of the layer keeps what
+    # is above it (a grown-up animated film plays on its other genre's channel).
+    audience: Audience = "family" if kind == "movie" else "kids"
+    name = "Family Movies" if kind == "movie" else "Saturday Morning Cartoons"
+    token = "FAMFLX" if kind == "movie" else "TOONS"
+    spelled = [spelling.spell("genre", g) for g in ("animation", "family")]
+    present = [g for g in spelled if g is not None and _has_genre(profile, g, kind)]
+    if present:
+        young = Group(
+            combinator="and", children=[_genre_node(present), ceiling_group(audience, ratings)]
+        )
+        ceiling = " or ".join(CEILINGS[audience][:2] if kind == "movie" else CEILINGS[audience])
         package.channels.append(
             _Draft(
-                name=value,
-                description=f"{value} movies and series, around the clock.",
-                filter=_cond("genre", "is", value),
-                icon="lucide:Film",
+                name=name,
+                description=(
+                    f"{' and '.join(present)} {lower} for the whole family, rated {ceiling}."
+                    if kind == "movie"
+                    else f"{' and '.join(present)} series for kids, each show in order."
+                ),
+                filter=_to_plan(young),
+                media_types=(kind,),
+                ordering=ordering,
+                icon="lucide:Baby",
+                token=token,
+                target=sum(_genre_count(profile, g, kind) for g in present),
+            )
+        )
+        claims.extend(_not_claimed(g, CEILINGS[audience], ratings or []) for g in present)
+        claimed_genres.update(g.casefold() for g in present)
+    all_ages = spelling.spell("contentRating", "G") if kind == "movie" else None
+    if all_ages is not None and ratings:
+        # G-rated films of every other genre get their own channel, so no genre channel mixes
+        # kids' titles with R-rated ones (a mixed-audience channel, issue 10).
+        package.channels.append(
+            _Draft(
+                name="All-Ages Movies",
+                description=f"Movies rated {all_ages} from every genre.",
+                filter=_exclusive(
+                    Condition(field="contentRating", op="is", value=all_ages), claims
+                ),
+                media_types=(kind,),
+                ordering=ordering,
+                icon="lucide:Smile",
+                token="4ALL",
+            )
+        )
+        claims.append(_no_all_ages(spelling))
+    for genre in _genres_of(profile, kind):
+        value = spelling.spell("genre", genre.name)
+        if value is None or genre.count < MIN_GENRE_TITLES:
+            continue
+        if value.casefold() in claimed_genres:
+            continue
+        label, genre_token, icon = _style(value)
+        claim = Condition(field="genre", op="is", value=value)
+        flavour = _FLAVOUR.get(value.casefold(), value.lower())
+        package.channels.append(
+            _Draft(
+                name=f"{label} {noun}",
+                description=f"{value} {lower}: {flavour}"
+                + (", each show in order." if kind == "show" else ".")
+                + (" Titles of a smaller genre play on that genre's channel." if claims else ""),
+                filter=_exclusive(claim, claims),
+                media_types=(kind,),
+                ordering=ordering,
+                icon=icon,
+                token=genre_token + suffix,
                 target=genre.count,
             )
         )
+        claims.append(_not_claimed(value, None, ()))
     return package
 
 
-def _decade_package(profile: LibraryProfile) -> _PackageDraft:
-    package = _PackageDraft(
-        "Through the Decades",
-        "Each era of the library on its own channel.",
-        "lucide:Clock",
-        "amber",
+def _no_all_ages(spelling: _Spelling) -> FilterNode:
+    """`contentRating isNot G`: what keeps a grown-up movie channel from mixing audiences."""
+    return Condition(field="contentRating", op="isNot", value=spelling.spell("contentRating", "G"))
+
+
+def _grown_up(node: PlanCondition, spelling: _Spelling) -> _Node:
+    """A movie channel's condition without the G-rated films (they play on All-Ages Movies)."""
+    if spelling.spell("contentRating", "G") is None:
+        return node
+    return _exclusive(
+        Condition(field=node.field, op=node.op, value=node.value), [_no_all_ages(spelling)]
     )
-    kept = [d for d in profile.decades if d.count >= MIN_TITLES]
+
+
+def _genre_node(genres: Sequence[str]) -> FilterNode:
+    conditions = [Condition(field="genre", op="is", value=g) for g in genres]
+    return conditions[0] if len(conditions) == 1 else Group(combinator="or", children=conditions)
+
+
+def _genres_of(profile: LibraryProfile, kind: MediaType) -> list[NameCount]:
+    """Genres with their title counts for one medium, smallest first (then by name).
+
+    A profile without `show_genres` (an older one) counts every title for both media.
+    """
+    if not profile.show_genres:
+        counts = {g.name: g.count for g in profile.genres}
+    elif kind == "show":
+        counts = {g.name: g.count for g in profile.show_genres}
+    else:
+        shows = {g.name: g.count for g in profile.show_genres}
+        counts = {g.name: g.count - shows.get(g.name, 0) for g in profile.genres}
+    ranked = sorted(counts.items(), key=lambda pair: (pair[1], pair[0].casefold()))
+    return [NameCount(name=name, count=count) for name, count in ranked]
+
+
+def _has_genre(profile: LibraryProfile, genre: str, kind: MediaType) -> bool:
+    return _genre_count(profile, genre, kind) >= MIN_GENRE_TITLES
+
+
+def _genre_count(profile: LibraryProfile, genre: str, kind: MediaType) -> int:
+    found = (g.count for g in _genres_of(profile, kind) if g.name.casefold() == genre.casefold())
+    return next(found, 0)
+
+
+def _era_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDraft:
+    package = _PackageDraft(
+        "Movie Eras", "The library's movies decade by decade.", "lucide:Clock", "amber"
+    )
+    total = sum(d.count for d in profile.decades)
+    threshold = max(MIN_TITLES, math.ceil(total * MIN_DECADE_SHARE))
+    kept = []
+    for decade in profile.decades:  # newest first
+        if decade.count < threshold:
+            break
+        kept.append(decade)
+    older = profile.decades[len(kept) :]
+    if not kept or (len(kept) < 2 and not older):
+        # One channel of every movie is no era channel at all.
+        return package
     for decade in kept:
         package.channels.append(
             _Draft(
-                name=f"The {decade.decade}s",
-                description=f"Movies and series from {decade.decade} to {decade.decade + 9}.",
-                filter=_cond("decade", "is", str(decade.decade)),
+                name=f"{decade.decade}s Movies",
+                description=f"Movies released from {decade.decade} to {decade.decade + 9}.",
+                filter=_grown_up(_cond("decade", "is", str(decade.decade)), spelling),
+                media_types=("movie",),
                 icon="lucide:CalendarDays",
+                token=f"{str(decade.decade)[2:]}S",
                 target=decade.count,
             )
         )
-    older = [d for d in profile.decades if d.count < MIN_TITLES]
-    if kept and older:
-        cutoff = min(d.decade for d in kept) - 1
-        older_titles = sum(d.count for d in older if d.decade <= cutoff)
-        if older_titles >= 3:
-            package.channels.append(
-                _Draft(
-                    name="Golden Oldies",
-                    description=f"Everything made up to {cutoff}.",
-                    filter=_cond("year", "lte", str(cutoff)),
-                    icon="lucide:Hourglass",
-                    target=older_titles,
-                )
-            )
-    return package
-
-
-def _studio_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDraft:
-    package = _PackageDraft(
-        "Studio Spotlight", "The studios with the deepest catalogues.", "lucide:Building2", "violet"
-    )
-    for studio in profile.studios:
-        if len(package.channels) >= MAX_STUDIO_CHANNELS or studio.count < MIN_TITLES:
-            break
-        value = spelling.spell("studio", studio.name)
-        if value is None:
-            continue
+    if older:
+        cutoff = kept[-1].decade - 1
         package.channels.append(
             _Draft(
-                name=value,
-                description=f"The {value} catalogue.",
-                filter=_cond("studio", "is", value),
-                icon="lucide:Clapperboard",
-                target=studio.count,
+                name="Classic Movies",
+                description=f"Movies made up to {cutoff}.",
+                filter=_grown_up(_cond("year", "lte", str(cutoff)), spelling),
+                media_types=("movie",),
+                icon="lucide:Hourglass",
+                token="GOLDEN",
+                target=sum(d.count for d in older),
             )
         )
     return package
@@ -318,189 +581,109 @@ def _studio_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDra
 
 def _network_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDraft:
     package = _PackageDraft(
-        "Networks", "Series grouped by the network that aired them.", "lucide:RadioTower", "cyan"
+        "Networks", "Series by the network that aired them.", "lucide:RadioTower", "cyan"
     )
-    names = [n.name for n in profile.networks if n.count >= MIN_NETWORK_SHOWS]
-    if not profile.networks:
-        names = spelling.values("network")
-    for name in names:
+    # Ranked by runtime (the profile's order); a profile without networks plans none rather
+    # than guessing from the alphabet.
+    for network in profile.networks:
         if len(package.channels) >= MAX_NETWORK_CHANNELS:
             break
-        value = spelling.spell("network", name)
+        if network.count < MIN_NETWORK_SHOWS or network.hours < MIN_NETWORK_HOURS:
+            continue
+        value = spelling.spell("network", network.name)
+        if value is None:
+            continue
+        words = re.findall(r"[A-Z0-9]+", value.upper())
+        token = "".join(w[0] for w in words)[:4] + "TV" if len(words) >= 2 else None
+        package.channels.append(
+            _Draft(
+                name=f"{value} Series",
+                description=f"Series from {value}, each show in order.",
+                filter=_cond("network", "is", value),
+                media_types=("show",),
+                ordering="IN_ORDER",
+                icon="lucide:Tv",
+                token=token,
+                target=network.count,
+            )
+        )
+    return package
+
+
+def _studio_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDraft:
+    package = _PackageDraft(
+        "Studio Spotlight", "The studios with the most hours of film.", "lucide:Building2", "violet"
+    )
+    for studio in profile.studios:  # ranked by runtime
+        if len(package.channels) >= MAX_STUDIO_CHANNELS:
+            break
+        if studio.count < MIN_TITLES:
+            continue
+        value = spelling.spell("studio", studio.name)
         if value is None:
             continue
         package.channels.append(
             _Draft(
-                name=value,
-                description=f"Series from {value}.",
-                filter=_cond("network", "is", value),
-                media_types=("show",),
-                icon="lucide:Tv",
+                name=f"{value} Movie Vault",
+                description=f"Movies from {value}.",
+                filter=_grown_up(_cond("studio", "is", value), spelling),
+                media_types=("movie",),
+                icon="lucide:Clapperboard",
+                target=studio.count,
             )
         )
     return package
 
 
-def _marathon_package(profile: LibraryProfile) -> _PackageDraft:
+def _picks_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDraft:
     package = _PackageDraft(
-        "Marathons", "The biggest shows, episode after episode.", "lucide:Repeat", "red"
-    )
-    for show in profile.top_shows:
-        if len(package.channels) >= MAX_MARATHONS or show.episodes < MIN_MARATHON_EPISODES:
-            break
-        package.channels.append(
-            _Draft(
-                name=f"{show.title} Marathon",
-                description=f"{show.title}, in order, all day.",
-                filter=_cond("title", "contains", show.title),
-                media_types=("show",),
-                ordering="IN_ORDER",
-                icon="lucide:ListVideo",
-                target=show.episodes,
-            )
-        )
-    return package
-
-
-def _rating_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDraft:
-    package = _PackageDraft(
-        "For Every Audience", "Channels by content rating.", "lucide:Users", "green"
-    )
-    present = {r.name.casefold(): r for r in profile.content_ratings}
-    bands = (
-        ("Family Room", "Programmes for everyone in the family.", _FAMILY_RATINGS, "lucide:Baby"),
-        ("Teen Scene", "Programmes rated for teenagers.", _TEEN_RATINGS, "lucide:Sparkles"),
-        ("After Dark", "Mature programmes for grown-ups.", _MATURE_RATINGS, "lucide:Moon"),
-    )
-    for name, description, ratings, icon in bands:
-        values: list[str] = []
-        count = 0
-        for rating in ratings:
-            found = present.get(rating.casefold())
-            spelled = spelling.spell("contentRating", found.name) if found else None
-            if found is not None and spelled is not None:
-                values.append(spelled)
-                count += found.count
-        if values and count >= MIN_TITLES:
-            package.channels.append(
-                _Draft(name, description, _any_of("contentRating", values), icon=icon, target=count)
-            )
-    return package
-
-
-def _score_package(profile: LibraryProfile) -> _PackageDraft:
-    package = _PackageDraft(
-        "Critics and Crowds", "Channels built from scores.", "lucide:Star", "purple"
+        "Movie Picks", "Movies picked by score, length and picture.", "lucide:Star", "orange"
     )
     critic = profile.critic_rating
-    audience = profile.audience_rating
-    if critic is not None and critic.p75 > critic.p50:
+    if critic is not None and critic.p90 > critic.p50:
         package.channels.append(
             _Draft(
-                "Critics' Picks",
-                "The titles critics rate highest.",
-                _cond("criticRating", "gte", _number(critic.p75)),
-                icon="lucide:Award",
-                target=critic.count // 4,
-            )
-        )
-    if audience is not None and audience.p75 > audience.p50:
-        package.channels.append(
-            _Draft(
-                "Crowd Pleasers",
-                "What audiences loved most.",
-                _cond("audienceRating", "gte", _number(audience.p75)),
-                icon="lucide:ThumbsUp",
-                target=audience.count // 4,
-            )
-        )
-    if critic is not None and audience is not None and critic.p75 > critic.p50:
-        package.channels.append(
-            _Draft(
-                "Hidden Gems",
-                "Critically acclaimed titles audiences overlooked.",
-                _all_of(
-                    _cond("criticRating", "gte", _number(critic.p75)),
-                    _cond("audienceRating", "lte", _number(audience.p50)),
-                ),
-                icon="lucide:Gem",
-            )
-        )
-    if audience is not None and audience.p10 < audience.p50:
-        package.channels.append(
-            _Draft(
-                "Guilty Pleasures",
-                "Low scores, high fun.",
-                _cond("audienceRating", "lte", _number(audience.p10)),
-                icon="lucide:Popcorn",
-                target=audience.count // 10,
-            )
-        )
-    return package
-
-
-def _runtime_window(dist: Distribution | None) -> tuple[float, float] | None:
-    if dist is None or dist.p10 > 100 or dist.p90 < 60:
-        return None
-    return (60.0, 100.0)
-
-
-def _movie_night_package(profile: LibraryProfile, spelling: _Spelling) -> _PackageDraft:
-    package = _PackageDraft(
-        "Movie Nights",
-        "Movies by runtime, and the best picture quality.",
-        "lucide:Popcorn",
-        "orange",
-    )
-    runtime = profile.movie_duration_minutes
-    window = _runtime_window(runtime)
-    if window is not None:
-        package.channels.append(
-            _Draft(
-                "Matinee",
-                "Movies between one hour and a hundred minutes.",
-                _all_of(
-                    _cond("duration", "gte", _number(window[0])),
-                    _cond("duration", "lte", _number(window[1])),
-                ),
+                "Critics' Choice Movies",
+                f"Movies critics score {_number(critic.p90)} or higher.",
+                _grown_up(_cond("criticRating", "gte", _number(critic.p90)), spelling),
                 media_types=("movie",),
-                icon="lucide:Sun",
+                icon="lucide:Award",
+                token="RAVES",
+                target=critic.count // 10,
             )
         )
+    runtime = profile.movie_duration_minutes
     if runtime is not None and runtime.p90 > runtime.p50:
         floor = 150.0 if runtime.p90 >= 150 else runtime.p90
         package.channels.append(
             _Draft(
-                "Epic Cinema",
+                "Epic Movies",
                 f"Movies of {floor:g} minutes or more.",
-                _cond("duration", "gte", _number(floor)),
+                _grown_up(_cond("duration", "gte", _number(floor)), spelling),
                 media_types=("movie",),
                 icon="lucide:Mountain",
+                token="EPICS",
             )
         )
-    flags = profile.flags
     four_k = spelling.spell("resolution", "4k")
-    if four_k is not None and flags.four_k_movies + flags.four_k_episodes >= MIN_PREMIUM_ITEMS:
+    if four_k is not None and profile.flags.four_k_movies >= MIN_PREMIUM_ITEMS:
         package.channels.append(
             _Draft(
-                "Ultra HD",
-                "Everything in 4K.",
-                _cond("resolution", "is", four_k),
+                "Ultra HD Movies",
+                "Movies in 4K.",
+                _grown_up(_cond("resolution", "is", four_k), spelling),
+                media_types=("movie",),
                 icon="lucide:MonitorPlay",
-                target=flags.four_k_movies + flags.four_k_episodes,
-            )
-        )
-    if flags.hdr_movies + flags.hdr_episodes >= MIN_PREMIUM_ITEMS:
-        package.channels.append(
-            _Draft(
-                "HDR Showcase",
-                "High dynamic range movies and episodes.",
-                _cond("hdr", "is", "true"),
-                icon="lucide:SunMedium",
-                target=flags.hdr_movies + flags.hdr_episodes,
+                token="UHD",
+                target=profile.flags.four_k_movies,
             )
         )
     return package
+
+
+def offline_guard() -> LineupGuard:
+    """A fresh lineup guard with the offline builder's rules (`OFFLINE_LINEUP_RULES`)."""
+    return LineupGuard(rules=OFFLINE_LINEUP_RULES)
 
 
 def build_channel_offline(
@@ -508,6 +691,7 @@ def build_channel_offline(
     toolbox: ChannelToolbox,
     *,
     rules: PoolRules | None = None,
+    guard: LineupGuard | None = None,
 ) -> ChannelOutcome:
     """Build one channel with the tools, without a model.
 
@@ -515,6 +699,8 @@ def build_channel_offline(
         channel: The planned (sanitised) channel.
         toolbox: The runtime tools bound to the channel's reservation.
         rules: Pool verification rules (defaults: 3 items, 10 h).
+        guard: The lineup's guard: the channels kept so far, which this one must differ from
+            (and join when committed). None checks the pool alone.
 
     Returns:
         The outcome: `created`; `skipped` with the reasons when no variant passed; `failed`
@@ -522,20 +708,32 @@ def build_channel_offline(
         reason, the trace so far is kept; the runtime then deletes the claim).
     """
     pool_rules = rules or PoolRules()
-    session = ToolSession(toolbox, planned=channel.envelope(), rules=pool_rules)
+    check = (
+        ChannelCheck.of(guard, channel.name, channel.description, channel.theme)
+        if guard is not None
+        else None
+    )
+    session = ToolSession(toolbox, planned=channel.envelope(), rules=pool_rules, check=check)
     try:
-        return _build(channel, session, pool_rules)
+        return _build(channel, session, pool_rules, check)
     except Exception as error:  # a toolbox failure (Plex down): the build fails, trace kept
         return session.finish(error=f"{type(error).__name__}: {error}")
 
 
-def _build(channel: PlannedChannel, session: ToolSession, pool_rules: PoolRules) -> ChannelOutcome:
+def _build(
+    channel: PlannedChannel,
+    session: ToolSession,
+    pool_rules: PoolRules,
+    check: ChannelCheck | None,
+) -> ChannelOutcome:
     planned = channel.envelope()
+    names_medium = bool(_MEDIUM_WORDS.search(f"{channel.name} {channel.description}"))
+    variants = _variants(tuple(planned.effective_media_types), planned.filter, names_medium)
     tried: set[str] = set()
     reasons: list[str] = []
-    for media_types, node in _variants(tuple(planned.effective_media_types), planned.filter):
-        if len(tried) >= MAX_PREVIEWS:
-            break
+    audience = check.audience if check is not None else None
+    while variants and len(tried) < MAX_PREVIEWS:
+        media_types, node = variants.pop(0)
         payload = _tool_filter(media_types, node)
         signature = repr(payload)
         if signature in tried:
@@ -548,6 +746,16 @@ def _build(channel: PlannedChannel, session: ToolSession, pool_rules: PoolRules)
         reasons = verify_pool(result.preview, pool_rules.min_items, pool_rules.min_runtime_hours)
         if reasons:
             continue
+        if check is not None:
+            reasons = check.reasons(result.preview)
+            if reasons:
+                # Too close to a kept channel: another variant may differ; above the ceiling:
+                # the same filter under the ceiling is tried next.
+                keys = frozenset(result.preview.item_keys)
+                revised = _under_ceiling(node, audience, result.preview.content_ratings)
+                if revised is not None and not check.guard.conflicts(keys):
+                    variants.insert(0, (media_types, revised))
+                continue
         commit = session.call("commit_channel", payload)
         if commit.terminal == "committed":
             return session.finish()
@@ -558,6 +766,20 @@ def _build(channel: PlannedChannel, session: ToolSession, pool_rules: PoolRules)
     return session.finish()
 
 
+def _under_ceiling(
+    node: FilterNode | None, audience: Audience | None, ratings: Mapping[str, int]
+) -> FilterNode | None:
+    """The filter ANDed with the audience's rating ceiling, when the pool goes above it."""
+    if node is None or audience is None:
+        return None
+    ceiling = ceiling_group(audience, [r for r in ratings if r != "unrated"])
+    if isinstance(node, Group) and node.combinator == "and":
+        if ceiling in node.children:
+            return None
+        return node.model_copy(update={"children": [*node.children, ceiling]})
+    return Group(combinator="and", children=[node, ceiling])
+
+
 def _tool_filter(media_types: Collection[MediaType], node: FilterNode | None) -> dict[str, Any]:
     payload: dict[str, Any] = {"mediaTypes": list(media_types)}
     if node is not None:
@@ -566,13 +788,17 @@ def _tool_filter(media_types: Collection[MediaType], node: FilterNode | None) ->
 
 
 def _variants(
-    media_types: tuple[MediaType, ...], node: FilterNode | None
+    media_types: tuple[MediaType, ...], node: FilterNode | None, names_medium: bool = False
 ) -> list[tuple[tuple[MediaType, ...], FilterNode | None]]:
-    """The planned filter, then progressively wider variants, in a fixed order."""
+    """The planned filter, then progressively wider variants, in a fixed order.
+
+    Both media types are tried only for a channel that names no medium: widening "Crime
+    Series" to movies would make its name and description untrue.
+    """
     variants: list[tuple[tuple[MediaType, ...], FilterNode | None]] = [(media_types, node)]
     if node is None:
         return variants
-    if set(media_types) != set(MEDIA_TYPES) and _fits_both(node):
+    if not names_medium and set(media_types) != set(MEDIA_TYPES) and _fits_both(node):
         variants.append((MEDIA_TYPES, node))
     current = node
     for _ in range(3):

@@ -13,7 +13,11 @@ Deliberate differences from the reference:
 - names are trimmed and blank ones dropped; genres of one title are counted once each;
 - shows are keyed by rating key, so two different shows sharing a title are not merged;
 - networks (show count per network) come from `show_networks` since `MediaItem` has no network;
+- studios and networks carry their runtime hours and are ranked by it (then titles, then name),
+  because a channel is as big as its hours, not its title count (issue 10);
 - totals include runtime hours, which is how channel size should be judged;
+- `show_genres` counts genres over shows alone (not rendered), so a planner can tell a genre of
+  films from a genre of series;
 - `decades` keeps the newest 12 decades, newest first, as the reference did.
 """
 
@@ -43,10 +47,11 @@ class _Frozen(BaseModel):
 
 
 class NameCount(_Frozen):
-    """A value and how many titles (movies + shows) carry it."""
+    """A value, how many titles (movies + shows) carry it and their runtime in hours."""
 
     name: str
     count: int
+    hours: float = 0.0
 
 
 class DecadeCount(_Frozen):
@@ -100,6 +105,9 @@ class LibraryProfile(_Frozen):
     source_id: str = ""
     totals: ProfileTotals = Field(default_factory=ProfileTotals)
     genres: tuple[NameCount, ...] = ()
+    show_genres: tuple[NameCount, ...] = Field(
+        default=(), description="Genres counted over shows only (the rest of a count is movies)."
+    )
     studios: tuple[NameCount, ...] = ()
     networks: tuple[NameCount, ...] = ()
     content_ratings: tuple[NameCount, ...] = ()
@@ -129,6 +137,7 @@ class _Title:
     critic: list[float] = field(default_factory=list[float])
     episodes: int = 0
     episode_ms: int = 0
+    runtime_ms: int = 0
     explicit: bool = False
 
 
@@ -184,8 +193,11 @@ def build_profile(
             episode_hours=_hours(sum(e.duration_ms for e in episodes)),
         ),
         genres=_top((genre for t in titles for genre in set(_clean_all(t.genres))), MAX_GENRES),
-        studios=_top(_clean_all(t.studio for t in titles), MAX_STUDIOS),
-        networks=_top(_networks(shows.values(), show_networks or {}), MAX_NETWORKS),
+        show_genres=_top(
+            (genre for t in shows.values() for genre in set(_clean_all(t.genres))), MAX_GENRES
+        ),
+        studios=_by_hours(((t.studio, _title_ms(t)) for t in titles), MAX_STUDIOS),
+        networks=_by_hours(_networks(shows.values(), show_networks or {}), MAX_NETWORKS),
         content_ratings=_top(_clean_all(t.content_rating for t in titles), MAX_CONTENT_RATINGS),
         decades=_decades(titles),
         top_shows=_top_shows(shows.values()),
@@ -232,6 +244,7 @@ def _movie_title(movie: MediaItem) -> _Title:
         years=[movie.year] if movie.year is not None else [],
         audience=_finite([movie.audience_rating]),
         critic=_finite([movie.critic_rating]),
+        runtime_ms=movie.duration_ms,
     )
 
 
@@ -273,13 +286,33 @@ def _top(names: Iterable[str], limit: int) -> tuple[NameCount, ...]:
     return tuple(NameCount(name=name, count=count) for name, count in ranked[:limit])
 
 
-def _networks(shows: Iterable[_Title], show_networks: Mapping[str, str]) -> list[str]:
-    found: list[str] = []
-    for show in shows:
-        network = _clean(show_networks.get(show.key) or show_networks.get(show.title))
-        if network is not None:
-            found.append(network)
-    return found
+def _networks(
+    shows: Iterable[_Title], show_networks: Mapping[str, str]
+) -> list[tuple[str | None, int]]:
+    return [
+        (show_networks.get(show.key) or show_networks.get(show.title), show.episode_ms)
+        for show in shows
+    ]
+
+
+def _title_ms(title: _Title) -> int:
+    return title.episode_ms if title.episodes or title.explicit else title.runtime_ms
+
+
+def _by_hours(pairs: Iterable[tuple[str | None, int]], limit: int) -> tuple[NameCount, ...]:
+    """Names ranked by runtime, then title count, then name; each with both."""
+    counts: Counter[str] = Counter()
+    runtime: Counter[str] = Counter()
+    for raw, ms in pairs:
+        name = _clean(raw)
+        if name is not None:
+            counts[name] += 1
+            runtime[name] += ms
+    ranked = sorted(counts, key=lambda n: (-runtime[n], -counts[n], n.casefold(), n))
+    return tuple(
+        NameCount(name=name, count=counts[name], hours=_hours(runtime[name]))
+        for name in ranked[:limit]
+    )
 
 
 def _decades(titles: Sequence[_Title]) -> tuple[DecadeCount, ...]:

@@ -4,7 +4,8 @@
 `ChannelOutcome`). `build_report(...)` aggregates a run; usage is **per model for every API call
 of the run** (planner and failed attempts included — the runtime sums its trace rows), priced with
 a `PriceTable`; unpriced models are listed, never counted as free. `render_markdown(report)` is
-what the CLI prints and the report op attaches as metadata.
+what the CLI prints and the report op attaches as metadata; `measure_built_lineup` re-resolves the
+built channels on the snapshot for the report's lineup quality (issue 10).
 
 Deliberate differences from the reference: packages are split into created/reused (the reference
 called every plan package "created"), the planner's tokens are in the totals, budget and spend are
@@ -18,10 +19,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from airwave_dagster.domain.ai.curate import answerable, resolve
 from airwave_dagster.domain.ai.numbering import NumberedChannel
 from airwave_dagster.domain.ai.plan import DroppedChannel, PlannedChannel
+from airwave_dagster.domain.ai.quality import BuiltChannel, LineupQuality, lineup_quality
 from airwave_dagster.domain.ai.tools import BuildStatus, ChannelOutcome
 from airwave_dagster.domain.ai.usage import PriceTable, Usage, summarise_cost, total_usage
+from airwave_dagster.domain.filters import FilterEnvelope
+from airwave_dagster.domain.library import MediaItem
 
 BUDGET_REASON = "budget"
 """`reason` of a build skipped because the run's budget was spent."""
@@ -41,6 +46,11 @@ class ChannelBuildResult(BaseModel):
     channel_id: str | None = None
     pool_items: int | None = None
     pool_hours: float | None = None
+    envelope: FilterEnvelope | None = Field(
+        default=None, description="The committed filter (for the lineup's quality measures)."
+    )
+    callsign: str | None = None
+    description: str = ""
     model_calls: int = 0
     tool_calls: int = 0
     usage: dict[str, Usage] = Field(default_factory=dict[str, Usage])
@@ -60,6 +70,9 @@ class ChannelBuildResult(BaseModel):
             channel_id=outcome.channel_id,
             pool_items=outcome.pool.total_items if outcome.pool else None,
             pool_hours=outcome.pool.total_runtime_hours if outcome.pool else None,
+            envelope=outcome.envelope,
+            callsign=channel.callsign,
+            description=channel.description,
             model_calls=outcome.model_calls,
             tool_calls=outcome.tool_calls,
             usage=dict(outcome.usage),
@@ -136,6 +149,13 @@ class LineupReport(BaseModel):
     budget_usd: float | None = None
     cache_read_ratio: float = 0.0
     duration_seconds: float = 0.0
+    quality: LineupQuality | None = Field(
+        default=None, description="The built lineup's measures (overlap, coverage, audience)."
+    )
+
+    def quality_metadata(self) -> dict[str, float | int | str]:
+        """The lineup's headline measures as flat metadata values (see `quality_metadata`)."""
+        return quality_metadata(self.quality)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -186,6 +206,22 @@ class LineupReport(BaseModel):
         return round(sum(r.pool_hours or 0.0 for r in self.built), 1)
 
 
+def quality_metadata(quality: LineupQuality | None) -> dict[str, float | int | str]:
+    """The lineup's headline measures as flat metadata values (empty without measures)."""
+    if quality is None:
+        return {}
+    return {
+        "quality_median_jaccard": quality.median_jaccard,
+        "quality_max_jaccard": quality.max_jaccard,
+        "quality_strict_subset_pairs": quality.strict_subset_pairs,
+        "quality_runtime_covered": quality.runtime_covered,
+        "quality_channels_per_item": quality.mean_channels_per_item,
+        "quality_items_per_channel_median": float(quality.items_per_channel_median),
+        "quality_audience_violations": quality.audience_violations,
+        "quality_genres_without_channel": ", ".join(quality.genres_without_channel) or "none",
+    }
+
+
 def build_report(
     *,
     source_id: str,
@@ -198,6 +234,7 @@ def build_report(
     dropped: Sequence[DroppedChannel] = (),
     budget_usd: float | None = None,
     duration_seconds: float = 0.0,
+    quality: LineupQuality | None = None,
 ) -> LineupReport:
     """Aggregate a run into its report.
 
@@ -212,6 +249,7 @@ def build_report(
         dropped: Channels the sanitiser removed.
         budget_usd: The run's budget, if any.
         duration_seconds: Wall time of the run so far.
+        quality: The built lineup's measures (`measure_built_lineup`), if taken.
 
     Returns:
         The report.
@@ -238,7 +276,41 @@ def build_report(
         budget_usd=budget_usd,
         cache_read_ratio=round(total_usage(usage_by_model).cache_read_ratio, 4),
         duration_seconds=round(duration_seconds, 1),
+        quality=quality,
     )
+
+
+def measure_built_lineup(
+    items: Sequence[MediaItem],
+    results: Sequence[ChannelBuildResult],
+    show_networks: Mapping[str, str] | None = None,
+) -> LineupQuality:
+    """The quality measures of the built channels, each pool resolved again on the snapshot.
+
+    Channels whose committed filter uses a field the snapshot cannot answer (e.g. `network`
+    without the shows' networks) are left out of the measures rather than guessed.
+
+    Args:
+        items: The library snapshot's available items.
+        results: The run's build results (only `created` ones with a filter are measured).
+        show_networks: Network per show rating key, if known.
+
+    Returns:
+        The measures.
+    """
+    channels = [
+        BuiltChannel(
+            name=r.name,
+            pool=resolve(r.envelope, items, show_networks),
+            callsign=r.callsign,
+            description=r.description,
+        )
+        for r in sorted(results, key=lambda r: (r.number, r.key))
+        if r.status == "created"
+        and r.envelope is not None
+        and answerable(r.envelope.filter, networks=bool(show_networks))
+    ]
+    return lineup_quality(items, channels)
 
 
 def _usd(value: float | None) -> str:
@@ -272,6 +344,9 @@ def render_markdown(report: LineupReport) -> str:
         lines.append("- Unpriced models (not in the total): " + ", ".join(report.unpriced_models))
     lines.append(f"- Prompt-cache read ratio: {report.cache_read_ratio:.1%}")
     lines.append(f"- Duration: {report.duration_seconds:.1f} s")
+    if report.quality is not None:
+        lines += ["", "### Lineup quality", ""]
+        lines += [f"- {line}" for line in report.quality.lines()]
     if report.spend:
         lines += [
             "",

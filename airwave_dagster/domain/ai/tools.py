@@ -18,7 +18,9 @@ the same `ToolSession`, so every commit is verified the same way (docs/reference
   count: it re-resolves the filter with `toolbox.preview_filter` and refuses the commit with the
   reasons from `verify_pool` (fewer than `PoolRules.min_items` items, less than
   `PoolRules.min_runtime_hours` of programming, or every item of the searched libraries); a
-  filter that only excludes things is refused before it is even resolved.
+  filter that only excludes things is refused before it is even resolved. Given a
+  `ChannelCheck`, the commit also runs the lineup-level checks of `lineup_checks` (overlap with
+  the channels already kept, the audience's rating ceiling) and remembers the kept pool.
 - `ToolSession` — one build's state: the planned filter as default, commit/give-up at most once,
   the summarised trace (`TraceStep`, real matched counts), and `finish()` → `ChannelOutcome`.
 - `summarise_pool(items)` — the pure `FilterPreview` of a resolved pool (counts, runtime hours,
@@ -29,10 +31,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from airwave_dagster.domain.ai.lineup_checks import (
+    Audience,
+    LineupGuard,
+    audience_of,
+    rating_counts,
+)
 from airwave_dagster.domain.ai.plan import selects_something
 from airwave_dagster.domain.ai.usage import Usage
 from airwave_dagster.domain.errors import FilterError, ToolError, did_you_mean
@@ -111,6 +120,16 @@ class FilterPreview(BaseModel):
         description="Items in the searched libraries when known; a pool this big is the whole "
         "library and is refused.",
     )
+    item_keys: tuple[str, ...] = Field(
+        default=(),
+        exclude=True,
+        description="Rating keys of the pool, for the lineup checks (never shown or stored).",
+    )
+    content_ratings: dict[str, int] = Field(
+        default_factory=dict[str, int],
+        exclude=True,
+        description="Items per content rating ('unrated' for none), for the audience check.",
+    )
 
 
 def summarise_pool(
@@ -163,6 +182,8 @@ def summarise_pool(
         sample_titles=samples,
         top_shows=top_shows,
         library_items=library_items,
+        item_keys=tuple(sorted({item.rating_key for item in items})),
+        content_ratings=rating_counts(item.content_rating for item in items),
     )
 
 
@@ -198,6 +219,30 @@ def verify_pool(
             "a channel must be narrower than the whole library"
         )
     return reasons
+
+
+@dataclass(frozen=True)
+class ChannelCheck:
+    """The lineup-level checks of one channel's commit: its lineup's guard and its audience."""
+
+    guard: LineupGuard
+    name: str
+    audience: Audience | None = None
+
+    @classmethod
+    def of(cls, guard: LineupGuard, name: str, *texts: str) -> ChannelCheck:
+        """The check of a channel called `name`; the audience is read from name and texts."""
+        return cls(guard=guard, name=name, audience=audience_of(name, *texts))
+
+    def reasons(self, pool: FilterPreview) -> list[str]:
+        """Why the lineup refuses this pool (empty when it may be kept)."""
+        return self.guard.check(
+            frozenset(pool.item_keys), pool.content_ratings, audience=self.audience
+        )
+
+    def keep(self, pool: FilterPreview, node: FilterNode | None) -> None:
+        """Remember the committed pool as part of the lineup."""
+        self.guard.keep(self.name, frozenset(pool.item_keys), node)
 
 
 class CommittedChannel(BaseModel):
@@ -484,6 +529,7 @@ def run_tool(
     *,
     rules: PoolRules | None = None,
     default_envelope: FilterEnvelope | None = None,
+    check: ChannelCheck | None = None,
 ) -> ToolResult:
     """Validate and execute one tool call.
 
@@ -493,6 +539,7 @@ def run_tool(
         tool_input: The call's input object.
         rules: Pool verification rules for `commit_channel` (defaults: 3 items, 10 h).
         default_envelope: The planned filter, used by `commit_channel` when its filter is omitted.
+        check: The lineup-level checks `commit_channel` also applies (none: the pool alone).
 
     Returns:
         The result; `is_error` for bad input, a refused commit or a `ToolError`.
@@ -505,6 +552,8 @@ def run_tool(
         hint = did_you_mean(name, TOOL_NAMES)
         return _error(name, f"unknown tool {name!r}{hint}; tools: {', '.join(TOOL_NAMES)}")
     try:
+        if name == "commit_channel":
+            return _commit(toolbox, payload, rules or PoolRules(), default_envelope, check)
         return handler(toolbox, payload, rules or PoolRules(), default_envelope)
     except ToolError as error:
         return _error(name, error.message)
@@ -600,6 +649,7 @@ def _commit(
     payload: dict[str, Any],
     rules: PoolRules,
     default: FilterEnvelope | None,
+    check: ChannelCheck | None = None,
 ) -> ToolResult:
     tool = "commit_channel"
     media_types = _media_types(payload.get("mediaTypes"), tool)
@@ -619,6 +669,8 @@ def _commit(
     envelope = FilterEnvelope(media_types=list(media_types), filter=node)
     pool = toolbox.preview_filter(envelope, "compact")
     reasons = verify_pool(pool, rules.min_items, rules.min_runtime_hours)
+    if check is not None:
+        reasons += check.reasons(pool)
     if reasons:
         message = (
             "commit refused: " + "; ".join(reasons) + ". Broaden or narrow the filter and "
@@ -629,6 +681,8 @@ def _commit(
             update={"matched": pool.total_items, "preview": pool, "envelope": envelope}
         )
     committed = toolbox.commit_channel(envelope, pool)
+    if check is not None:
+        check.keep(pool, node)
     content = {
         "ok": True,
         "channelId": committed.channel_id,
@@ -710,7 +764,8 @@ class ToolSession:
 
     The planned filter is the default for `commit_channel`; a commit or a give-up ends the build
     and any later tool call is answered with an error; every call and result is summarised into
-    `trace` with the real pool size.
+    `trace` with the real pool size. With a `check`, a commit is also judged against the lineup
+    kept so far (and joins it when it passes).
     """
 
     def __init__(
@@ -719,10 +774,12 @@ class ToolSession:
         *,
         planned: FilterEnvelope | None = None,
         rules: PoolRules | None = None,
+        check: ChannelCheck | None = None,
     ) -> None:
         self.toolbox = toolbox
         self.planned = planned
         self.rules = rules or PoolRules()
+        self.check = check
         self.trace: list[TraceStep] = []
         self.tool_calls = 0
         self.terminal: ToolResult | None = None
@@ -743,7 +800,12 @@ class ToolSession:
             result = _error(name, f"this channel is already {done}; stop calling tools")
         else:
             result = run_tool(
-                self.toolbox, name, tool_input, rules=self.rules, default_envelope=self.planned
+                self.toolbox,
+                name,
+                tool_input,
+                rules=self.rules,
+                default_envelope=self.planned,
+                check=self.check,
             )
         if result.terminal is not None:
             self.terminal = result

@@ -1,4 +1,10 @@
-"""A deterministic synthetic Plex library: movies, shows, episodes, collections, playlists."""
+"""A deterministic synthetic Plex library: movies, shows, episodes, collections, playlists.
+
+Attributes are correlated the way real libraries are (issue 10): animation and family films are
+rated G/PG and never also horror or crime; horror, crime, thriller and war films are mostly R;
+studios make their own genres within their era (`STUDIO_PROFILES`); networks air one kind of
+show (`NETWORKS_BY_KIND`); show kinds keep their genres, ratings and season shapes.
+"""
 
 from __future__ import annotations
 
@@ -80,8 +86,54 @@ NETWORKS = (
     "Prime Coast",
 )
 
+STUDIO_PROFILES: dict[str, tuple[tuple[str, ...], int, int]] = {
+    # studio: (the genres it makes, first year, last year) — studios have a line and an era.
+    "Northwind Films": (("Drama", "Romance", "War"), 1930, 2026),
+    "Pixelforge Animation": (("Animation", "Family", "Adventure", "Comedy"), 1995, 2026),
+    "Blue Harbor Pictures": (("Comedy", "Romance", "Family"), 1950, 2026),
+    "Silver Lantern Studios": (("Horror", "Thriller", "Mystery"), 1960, 2026),
+    "Red Canyon Entertainment": (("Western", "Action", "Adventure"), 1930, 1995),
+    "Meridian Pictures": (("Drama", "Crime", "Thriller"), 1970, 2026),
+    "Copperline Studios": (("Action", "Science Fiction", "Adventure"), 1980, 2026),
+    "Starfall Media": (("Science Fiction", "Fantasy", "Adventure"), 1990, 2026),
+    "Oakhurst Films": (("Drama", "Music", "Romance"), 1930, 1990),
+    "Lumen & Vale": (("Documentary", "Music", "Drama"), 1985, 2026),
+    "Granite Peak Pictures": (("War", "Action", "Drama"), 1940, 2010),
+    "Harborlight Productions": (("Comedy", "Family", "Music"), 1930, 1985),
+    "Foxglove Films": (("Romance", "Comedy", "Drama"), 1990, 2026),
+    "Ironbridge Studios": (("Crime", "Thriller", "Action"), 1960, 2026),
+    "Tidewater Pictures": (("Mystery", "Crime", "Drama"), 1930, 1980),
+    "Kestrel Films": (("Fantasy", "Adventure", "Family"), 1975, 2026),
+    "Bramblewood Studios": (("Family", "Animation", "Comedy"), 1930, 2026),
+    "Polaris Entertainment": (("Science Fiction", "Action", "Thriller"), 2000, 2026),
+    "Cinder Street Films": (("Horror", "Crime", "Mystery"), 1975, 2026),
+    "Ondine Pictures": (("Documentary", "Drama", "War"), 1950, 2026),
+}
+
+NETWORKS_BY_KIND: dict[str, tuple[tuple[str, int], ...]] = {
+    # show kind: (network, weight) — a network airs one kind of programming, mostly.
+    "sitcom": (("Channel Nine", 5), ("Sunset TV", 4), ("Metro Central", 3), ("Harbor Network", 2)),
+    "drama": (
+        ("Atlas Broadcasting", 5),
+        ("Kestrel+", 4),
+        ("Nimbus", 4),
+        ("Orbit One", 3),
+        ("Prime Coast", 3),
+        ("Harbor Network", 2),
+    ),
+    "kids": (("Lighthouse Kids", 8), ("Greenway TV", 2)),
+    "docs": (("Docuverse", 6), ("Greenway TV", 3)),
+}
+
+KIDS_GENRES = frozenset({"Animation", "Family"})
+MATURE_GENRES = frozenset({"Horror", "Crime", "Thriller", "War"})
+
 MOVIE_CONTENT_RATINGS = ("G", "PG", "PG-13", "R", "NR")
 MOVIE_CONTENT_RATING_WEIGHTS = (10, 20, 30, 30, 10)
+KIDS_MOVIE_RATINGS = (("G", "PG", "PG-13"), (45, 45, 10))
+"""Animation and family films are rated G or PG, a few PG-13."""
+MATURE_MOVIE_RATINGS = (("PG-13", "R", "NR"), (25, 65, 10))
+"""Horror, crime, thriller and war films are mostly R."""
 SHOW_CONTENT_RATINGS = ("TV-Y", "TV-Y7", "TV-G", "TV-PG", "TV-14", "TV-MA")
 CONTENT_RATING_AGES = {
     "G": 0,
@@ -755,6 +807,34 @@ class _Builder:
         elif roll < 0.5:
             item.subtitle_languages = ("eng", "spa")
 
+    def studio_for(self, genres: tuple[str, ...], year: int) -> str:
+        """A studio active that year, most likely one that makes the title's first genre."""
+        active = [
+            name for name, (_, first, last) in STUDIO_PROFILES.items() if first <= year <= last
+        ] or list(STUDIOS)
+        weights = []
+        for name in active:
+            line = STUDIO_PROFILES[name][0]
+            weights.append(8 if genres[0] in line else 3 if set(genres) & set(line) else 1)
+        return self.rng.choices(active, weights)[0]
+
+    def movie_rating(self, genres: tuple[str, ...]) -> str:
+        """A content rating that fits the genres (kids' films G/PG, horror and crime mostly R)."""
+        values: tuple[str, ...]
+        weights: tuple[int, ...]
+        if KIDS_GENRES & set(genres):
+            values, weights = KIDS_MOVIE_RATINGS
+        elif MATURE_GENRES & set(genres):
+            values, weights = MATURE_MOVIE_RATINGS
+        else:
+            values, weights = MOVIE_CONTENT_RATINGS, MOVIE_CONTENT_RATING_WEIGHTS
+        return self.rng.choices(values, weights)[0]
+
+    def network_for(self, kind: ShowKind) -> str:
+        """A network that airs this kind of show."""
+        names, weights = zip(*NETWORKS_BY_KIND[kind.name], strict=True)
+        return self.rng.choices(names, weights)[0]
+
     def build_movies(self, count: int) -> None:
         rng = self.rng
         directors = self.people[: min(len(self.people), max(20, count // 8))]
@@ -775,6 +855,9 @@ class _Builder:
             added = self.added_at()
             duration = rng.randint(75 * 60, 180 * 60) * 1000
             picked = rng.choices(GENRES, MOVIE_GENRE_WEIGHTS, k=rng.randint(1, 3))
+            if KIDS_GENRES & set(picked):
+                # A cartoon is not also a horror film: kids' titles keep kids' company.
+                picked = [g for g in picked if g not in MATURE_GENRES]
             genres = tuple(dict.fromkeys(picked))
             countries = tuple(
                 dict.fromkeys(rng.choices(COUNTRIES, COUNTRY_WEIGHTS, k=1 + (rng.random() < 0.2)))
@@ -790,8 +873,8 @@ class _Builder:
                 added_at=added,
                 updated_at=added + rng.randrange(86400 * 30),
                 summary=f"A {genres[0].lower()} film about a {rng.choice(NOUNS).lower()}.",
-                studio=rng.choice(STUDIOS),
-                content_rating=rng.choices(MOVIE_CONTENT_RATINGS, MOVIE_CONTENT_RATING_WEIGHTS)[0],
+                studio=self.studio_for(genres, year),
+                content_rating=self.movie_rating(genres),
                 audience_rating=round(min(10.0, max(1.0, rng.gauss(6.8, 1.3))), 1),
                 rating=round(min(10.0, max(1.0, rng.gauss(6.5, 1.6))), 1)
                 if rng.random() < 0.9
@@ -848,6 +931,7 @@ class _Builder:
             raw_title = NON_ASCII_SHOW_TITLE if not self.show_keys else self.show_title(kind)
             title = self.unique_title(raw_title, start_year)
             show_added = self.added_at()
+            genres = tuple(rng.sample(kind.genres, rng.randint(1, min(3, len(kind.genres)))))
             show = Item(
                 rating_key=self.key(),
                 type="show",
@@ -859,8 +943,8 @@ class _Builder:
                 added_at=show_added,
                 updated_at=show_added,
                 summary=f"A {kind.name} series about a {rng.choice(NOUNS).lower()}.",
-                studio=rng.choice(STUDIOS),
-                network=rng.choice(NETWORKS),
+                studio=self.studio_for(genres, start_year),
+                network=self.network_for(kind),
                 content_rating=rng.choice(kind.ratings),
                 audience_rating=round(min(10.0, max(1.0, rng.gauss(7.2, 1.1))), 1),
                 rating=round(min(10.0, max(1.0, rng.gauss(7.0, 1.4))), 1)
@@ -868,7 +952,7 @@ class _Builder:
                 else None,
                 user_rating=rng.choice((4.0, 6.0, 8.0, 10.0)) if rng.random() < 0.1 else None,
                 duration_ms=rng.randint(*kind.minutes) * 60_000,
-                genres=tuple(rng.sample(kind.genres, rng.randint(1, min(3, len(kind.genres))))),
+                genres=genres,
                 actors=self.people_from(cast_pool, rng.randint(3, 6)),
                 countries=(rng.choices(COUNTRIES, COUNTRY_WEIGHTS)[0],),
                 labels=(rng.choice(LABELS),) if rng.random() < 0.15 else (),

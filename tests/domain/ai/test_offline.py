@@ -31,16 +31,20 @@ def test_the_offline_plan_is_a_sensible_lineup(demo: Demo) -> None:
     channels = plan.channels()
     assert 30 <= len(channels) <= MAX_OFFLINE_CHANNELS
     keys = [p.key for p in plan.packages]
+    # Genres first (movies and series apart), then eras, networks, studios, picks (issue 10).
     assert keys == [
-        "genre-channels",
-        "through-the-decades",
-        "studio-spotlight",
+        "movie-genres",
+        "series-genres",
+        "movie-eras",
         "networks",
-        "marathons",
-        "for-every-audience",
-        "critics-and-crowds",
-        "movie-nights",
+        "studio-spotlight",
+        "movie-picks",
     ]
+    # Every channel is about one medium and says so in its name.
+    for _, channel in channels:
+        assert len(channel.media_types) == 1, channel.key
+        medium = "Movie" if channel.media_types == ["movie"] else ("Series", "Cartoons")
+        assert any(word in channel.name for word in medium), channel.name
     # Sanitising an offline plan changes nothing: it only uses known fields and values.
     sanitized = sanitize_plan(plan)
     assert sanitized.changes == () and sanitized.plan == plan
@@ -49,8 +53,8 @@ def test_the_offline_plan_is_a_sensible_lineup(demo: Demo) -> None:
         for _, channel in channels
         for condition in _conditions(channel.filter_node())
     )
-    assert {"genre", "decade", "studio", "network", "title", "contentRating"} <= set(fields)
-    assert {"criticRating", "audienceRating", "duration", "resolution", "hdr"} <= set(fields)
+    assert {"genre", "decade", "year", "studio", "network", "contentRating"} <= set(fields)
+    assert {"criticRating"} <= set(fields)
 
 
 def _conditions(node: object) -> list[object]:
@@ -80,22 +84,25 @@ def test_no_planned_channel_matches_every_item(demo: Demo) -> None:
 
 
 def test_values_outside_the_vocabulary_are_never_planned(demo: Demo) -> None:
-    vocabulary = {**demo.vocabulary, "genre": ["Drama"], "network": ["Docuverse"]}
+    # The network with the most hours (networks are ranked by runtime, not alphabetically).
+    top = demo.profile.networks[0].name
+    assert demo.profile.networks[0].hours == max(n.hours for n in demo.profile.networks)
+    vocabulary = {**demo.vocabulary, "genre": ["Drama"], "network": [top]}
     plan = offline_plan(demo.profile, vocabulary)
-    genre_package = next(p for p in plan.packages if p.key == "genre-channels")
-    assert [c.name for c in genre_package.channels] == ["Drama"]
+    genre_package = next(p for p in plan.packages if p.key == "movie-genres")
+    assert [c.name for c in genre_package.channels] == ["All-Ages Movies", "Drama Movies"]
     network_package = next(p for p in plan.packages if p.key == "networks")
-    assert [c.name for c in network_package.channels] == ["Docuverse"]
+    assert [c.name for c in network_package.channels] == [f"{top} Series"]
 
 
 def test_matching_existing_packages_are_reused(demo: Demo) -> None:
     existing = [
-        ExistingPackage(key="marathons", name="Binge", origin="manual"),
-        ExistingPackage(key="classics", name="Through the Decades", origin="preset"),
+        ExistingPackage(key="networks", name="Broadcast", origin="manual"),
+        ExistingPackage(key="classics", name="Movie Eras", origin="preset"),
     ]
     plan = offline_plan(demo.profile, demo.vocabulary, existing)
     reused = {p.key: p.existing_key for p in plan.packages if p.existing_key}
-    assert reused == {"marathons": "marathons", "through-the-decades": "classics"}
+    assert reused == {"networks": "networks", "movie-eras": "classics"}
 
 
 def test_an_empty_profile_cannot_be_planned() -> None:

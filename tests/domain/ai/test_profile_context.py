@@ -62,8 +62,10 @@ def test_a_long_show_counts_once_for_genres_ratings_and_decades() -> None:
     assert profile.totals.movies == 2 and profile.totals.shows == 1
     assert profile.totals.episodes == 50 and profile.totals.episode_hours == 25.0
     assert [(g.name, g.count) for g in profile.genres] == [("Comedy", 2), ("Drama", 2)]
-    assert [(s.name, s.count) for s in profile.studios] == [("A24", 2), ("NBC", 1)]
-    assert [(n.name, n.count) for n in profile.networks] == [("NBC", 1)]
+    # Studios and networks are ranked by runtime (issue 10): one 25 h show outweighs two films.
+    assert [(s.name, s.count) for s in profile.studios] == [("NBC", 1), ("A24", 2)]
+    assert profile.studios[0].hours == 25.0 and profile.studios[1].hours < 25.0
+    assert [(n.name, n.count, n.hours) for n in profile.networks] == [("NBC", 1, 25.0)]
     # The show's decade is its first season's, counted once.
     assert [(d.decade, d.count) for d in profile.decades] == [(2000, 2), (1990, 1)]
     assert [(s.title, s.episodes, s.hours) for s in profile.top_shows] == [("Long Show", 50, 25.0)]
@@ -201,7 +203,8 @@ def test_the_shared_context_is_byte_identical_and_hashed(demo: Demo) -> None:
     assert first == second
     assert first.sha256 == hashlib.sha256(first.text.encode("utf-8")).hexdigest()
     assert first.text.startswith("LIBRARY PROFILE\n")
-    assert "network (11): Atlas Broadcasting, Channel Nine," in first.text
+    # Ten networks: the correlated demo library (issue 10) has no kids' show on Lighthouse Kids.
+    assert "network (10): Atlas Broadcasting, Channel Nine," in first.text
     assert first.vocabulary_fields[:3] == ("genre", "studio", "network")
     assert first.approx_tokens == (first.chars + 3) // 4
 
