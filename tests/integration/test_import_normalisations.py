@@ -21,8 +21,8 @@ from airwave_dagster.domain.filters import FilterEnvelope, evaluate
 from airwave_dagster.domain.library import MediaItem
 from airwave_dagster.domain.lineup_file import parse_lineup
 from resources import tables as t
-from tests.support import lineups
 from tests.domain.test_lineup_normalisation import CASES
+from tests.support import lineups
 from tests.support.exports import EXPORTS
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration]
