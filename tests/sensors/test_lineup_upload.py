@@ -113,7 +113,8 @@ def test_same_content_twice_gives_one_run(dagster_instance, tmp_path: Path) -> N
 def test_invalid_file_is_rejected_with_the_reason(dagster_instance, tmp_path: Path) -> None:
     inbox = _inbox(tmp_path)
     bad = lineups.genre_lineup(1)
-    bad["channels"][0]["number"] = -5
+    # Numbers <= 0 are renumbered on import now; a number that is not a number is still refused.
+    bad["channels"][0]["number"] = "five"
     _write(inbox, "bad.json", bad)
     _write(inbox, "broken.json", '{"version": 1, "channels": [')
     result = _settled(dagster_instance, inbox)
