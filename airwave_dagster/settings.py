@@ -46,7 +46,6 @@ class Settings(BaseSettings):
         # An exported-but-empty variable has always meant "unset" to the bootstrap (a blank
         # AIRWAVE_HOME must not become the working directory).
         env_ignore_empty=True,
-        populate_by_name=True,
         frozen=True,
     )
 
