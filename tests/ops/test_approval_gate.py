@@ -165,7 +165,9 @@ def test_the_ledger_is_genai_prices_of_every_billed_call_long_context_included(
     expected = sum(_genai(r.body["model"], r.usage) for r in billed)
     rows = AiStore(store.engine).spend_rows(result.run_id)
     assert len(rows) == len(billed) == 5
-    assert sum(Decimal(str(r["cost_usd"])) for r in rows) == pytest.approx(expected, abs=Decimal("1e-5"))
+    assert sum(Decimal(str(r["cost_usd"])) for r in rows) == pytest.approx(
+        expected, abs=Decimal("1e-5")
+    )
     planner = next(r for r in rows if r["phase"] == "plan")
     # Priced by ITS tier: above 200k input Sonnet 4.5 charges $6/M, not $3/M.
     assert float(planner["cost_usd"]) >= 300_000 * 6 / 1_000_000
