@@ -96,8 +96,8 @@ class LineupSettings(BaseModel):
     limit: int
     budget_usd: float | None
     confirm_wipe: bool
-    approval: ApprovalPolicy
-    approval_expiry_hours: float | None
+    approval: ApprovalPolicy = "auto_when_nothing_removed"
+    approval_expiry_hours: float | None = None
     rules: PoolRules
     planner_attempts: int
     prices: PriceTable
