@@ -76,7 +76,7 @@ def _seed_previous_lineup(store, source_id: str) -> None:
             )
 
 
-def _wait_for_interrupt(store, timeout: float = 180.0) -> Any:
+def _wait_for_interrupt(store, timeout: float = 600.0) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with store.engine.connect() as conn:
