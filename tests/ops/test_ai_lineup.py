@@ -147,7 +147,9 @@ def test_a_previous_lineup_is_only_replaced_when_confirmed(
 
     # The offline planner plans the same lineup again, which removes nothing: the default policy
     # would let it through, so ask for approval explicitly.
-    refused = _run(dagster_instance, lineup_config(provider="offline", limit=2, approval="required"))
+    refused = _run(
+        dagster_instance, lineup_config(provider="offline", limit=2, approval="required")
+    )
 
     step, message = _failure(refused)
     assert step == "approve_lineup"  # the gate, before any write (tests/ops/test_approval_gate.py)
