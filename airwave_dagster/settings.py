@@ -27,6 +27,7 @@ API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 ENV_FILE_ENV = "AIRWAVE_ENV_FILE"
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
+APPROVERS_ENV = "AIRWAVE_APPROVERS"
 
 CHECKOUT_ROOT = Path(__file__).resolve().parents[1]
 """Where a checkout keeps `pyproject.toml`; an installed wheel has none there."""
@@ -114,6 +115,20 @@ class Settings(BaseSettings):
         repr=False,
         description="The celery broker when AIRWAVE_EXECUTOR=celery (redis:// or pyamqp://).",
     )
+    approvers: str | None = Field(
+        default=None,
+        validation_alias=APPROVERS_ENV,
+        description=(
+            "Comma-separated OS user names allowed to answer an approval gate "
+            "(`airwave approve` / `airwave reject`); unset: any user who can reach the database."
+        ),
+    )
+
+    def approver_names(self) -> frozenset[str] | None:
+        """The approvers list, or None when anyone may answer."""
+        if self.approvers is None:
+            return None
+        return frozenset(name.strip() for name in self.approvers.split(",") if name.strip())
 
     @classmethod
     def load(cls) -> Settings:

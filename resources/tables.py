@@ -374,3 +374,29 @@ channel_schedule_state = sa.Table(
         "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),
 )
+
+# One durable interrupt per approval gate of a run tree (resources/stores/approvals.py): the run
+# stops at the gate and ends; whoever answers first flips `status` from 'open' in one conditional
+# UPDATE, so concurrent answers have exactly one winner.
+interrupt = sa.Table(
+    "interrupt",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("root_run_id", sa.Text, nullable=False),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("gate_id", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False, server_default="open"),
+    sa.Column("payload", pg.JSONB, nullable=False),
+    sa.Column("expires_at", sa.DateTime(timezone=True)),
+    sa.Column("resolved_by", sa.Text),
+    sa.Column("resolved_at", sa.DateTime(timezone=True)),
+    sa.Column("reason", sa.Text),
+    sa.Column("continuation_run_id", sa.Text),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.UniqueConstraint("root_run_id", "gate_id", name="interrupt_one_per_gate"),
+    sa.CheckConstraint(
+        "status IN ('open','approved','rejected','canceled','expired')", name="interrupt_status"
+    ),
+)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from airwave_dagster.cli.ai_lineup import lineup_command
+from airwave_dagster.cli.approvals import approvals_group, approve_command, reject_command
 from airwave_dagster.cli.demo import demo_command
 from airwave_dagster.cli.guide import guide_command
 from airwave_dagster.cli.lineup_files import export_command, import_command, schema_command
@@ -31,3 +32,6 @@ main.add_command(demo_command)
 main.add_command(guide_command)
 main.add_command(lineup_command)
 main.add_command(runs_group)
+main.add_command(approve_command)
+main.add_command(reject_command)
+main.add_command(approvals_group)

@@ -9,8 +9,15 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from airwave_dagster.cli import console, environment
-from airwave_dagster.run_tags import AI_LINEUP_JOB, ANALYZE_LIBRARY_OP, LIMIT_TAG, PROVIDER_TAG
-from airwave_dagster.settings import API_KEY_ENV, PLEX_URL_ENV, Settings
+from airwave_dagster.run_tags import (
+    AI_LINEUP_JOB,
+    ANALYZE_LIBRARY_OP,
+    APPROVAL_TAG,
+    AWAITING_APPROVAL_TAG,
+    LIMIT_TAG,
+    PROVIDER_TAG,
+)
+from airwave_dagster.settings import API_KEY_ENV, Settings
 
 if TYPE_CHECKING:
     from resources.stores import Stores
@@ -22,9 +29,15 @@ def lineup_run_config(
     budget_usd: float | None,
     confirm_wipe: bool,
     provider: str,
+    approval: str = "auto",
 ) -> dict[str, Any]:
     """The run config of `ai_lineup` for the CLI's options (never a secret)."""
-    config: dict[str, Any] = {"limit": limit, "confirm_wipe": confirm_wipe, "provider": provider}
+    config: dict[str, Any] = {
+        "limit": limit,
+        "confirm_wipe": confirm_wipe,
+        "provider": provider,
+        "approval": APPROVAL_POLICIES[approval],
+    }
     if budget_usd is not None:
         config["budget_usd"] = budget_usd
     return {
@@ -34,8 +47,22 @@ def lineup_run_config(
     }
 
 
-def launch_refusal(*, provider: str, confirm_wipe: bool, limit: int) -> str | None:
-    """Why the run must not start (checked before any run exists), or None."""
+APPROVAL_POLICIES = {
+    "required": "required",
+    "auto": "auto_when_nothing_removed",
+    "never": "never",
+}
+"""`--approval` choices → the job's `approval` config."""
+EXIT_AWAITING_APPROVAL = 3
+"""`airwave lineup --wait` when the run stopped at the approval gate."""
+
+
+def launch_refusal(*, provider: str, limit: int) -> str | None:
+    """Why the run must not start (checked before any run exists), or None.
+
+    A previous AI lineup is no longer a refusal: the run plans, then stops at the approval gate
+    with the diff (or passes it with `--confirm-wipe`, a pre-approval).
+    """
     if limit < 0:
         return f"--limit must be 0 (all) or positive, got {limit}"
     # Checked here only to refuse early; the job itself reads the key through `LlmResource`.
@@ -46,22 +73,7 @@ def launch_refusal(*, provider: str, confirm_wipe: bool, limit: int) -> str | No
             f"provider 'anthropic' needs an API key in {API_KEY_ENV}, which is not set; "
             "set it, or use --provider offline"
         )
-    if confirm_wipe:
-        return None
-    if not settings.plex_url:
-        raise RuntimeError(f"{PLEX_URL_ENV} is not set; call environment.ensure_plex() first")
-    stores = environment.open_project_stores(settings)
-    source_id = stores.channels.find_source(settings.plex_url)
-    if source_id is None:
-        return None
-    counts = stores.ai.wipe_counts(source_id)
-    if not counts.anything:
-        return None
-    return (
-        f"a previous AI lineup of this source exists: {counts.channels} AI channel(s) in "
-        f"{counts.packages} AI package(s) would be deleted. Nothing was started. To replace it, "
-        "run again with --confirm-wipe."
-    )
+    return None
 
 
 def _progress(stores: Stores, run_ids: list[str]) -> tuple[int, int | None]:
@@ -89,6 +101,7 @@ def run_lineup(
     wait: bool = False,
     as_json: bool = False,
     idempotency_key: str | None = None,
+    approval: str = "auto",
 ) -> int:
     """Start an `ai_lineup` run against `workspace.yaml`; with `wait`, print its report.
 
@@ -98,14 +111,18 @@ def run_lineup(
     """
     from airwave_dagster.cli import launcher
 
-    refusal = launch_refusal(provider=provider, confirm_wipe=confirm_wipe, limit=limit)
+    refusal = launch_refusal(provider=provider, limit=limit)
     if refusal is not None:
         console.error(refusal)
         return 2
     run_config = lineup_run_config(
-        limit=limit, budget_usd=budget_usd, confirm_wipe=confirm_wipe, provider=provider
+        limit=limit,
+        budget_usd=budget_usd,
+        confirm_wipe=confirm_wipe,
+        provider=provider,
+        approval=approval,
     )
-    tags = {PROVIDER_TAG: provider, LIMIT_TAG: str(limit)}
+    tags = {PROVIDER_TAG: provider, LIMIT_TAG: str(limit), APPROVAL_TAG: approval}
     instance = console.instance()
     stores = environment.open_project_stores()
     with launcher.workspace(instance) as context:
@@ -141,6 +158,9 @@ def run_lineup(
     report = _report(
         stores, [r.run_id for r in launcher.run_tree(instance, run.run_id)] or [run.run_id]
     )
+    stopped = instance.get_run_by_id(finished.run_id)
+    if status == "FAILURE" and stopped is not None and stopped.tags.get(AWAITING_APPROVAL_TAG):
+        return _awaiting(instance, finished.run_id, as_json=as_json)
     if status != "SUCCESS" or report is None:
         for message in launcher.failure_messages(instance, run.run_id):
             console.stderr.print(message, highlight=False, markup=False)
@@ -161,10 +181,43 @@ def run_lineup(
     return 0
 
 
+def _awaiting(instance: Any, run_id: str, *, as_json: bool) -> int:
+    from airwave_dagster.cli.approvals import find_interrupt, print_interrupt
+
+    interrupt = find_interrupt(instance, run_id)
+    if as_json:
+        payload = interrupt.payload if interrupt is not None else None
+        sys.stdout.write(
+            json.dumps({"run_id": run_id, "status": "AWAITING_APPROVAL", "approval": payload})
+            + "\n"
+        )
+    elif interrupt is not None:
+        print_interrupt(interrupt)
+    console.stderr.print(
+        f"run {run_id} stopped at the approval gate; nothing was written. "
+        f"`airwave approve {run_id}` continues it, "
+        f"`airwave reject {run_id} --reason TEXT` ends it",
+        highlight=False,
+    )
+    return EXIT_AWAITING_APPROVAL
+
+
 @click.command("lineup")
 @click.option("--limit", default=0, show_default=True, help="Build at most N channels (0 = all).")
 @click.option("--budget-usd", type=float, default=None, help="Most the run may spend on models.")
-@click.option("--confirm-wipe", is_flag=True, help="Replace this source's previous AI lineup.")
+@click.option(
+    "--confirm-wipe",
+    is_flag=True,
+    help="Pre-approve replacing this source's previous AI lineup (for scripts).",
+)
+@click.option(
+    "--approval",
+    type=click.Choice(sorted(APPROVAL_POLICIES)),
+    default="auto",
+    show_default=True,
+    help="Stop for approval after the plan: always, only when something on air would be "
+    "removed (auto), or never.",
+)
 @click.option(
     "--provider",
     type=click.Choice(["anthropic", "offline"]),
@@ -182,6 +235,7 @@ def lineup_command(
     wait: bool,
     as_json: bool,
     idempotency_key: str | None,
+    approval: str,
 ) -> None:
     """Build an AI lineup of the Plex library as a Dagster run of `ai_lineup`."""
     console.prepare(plex=True)
@@ -194,5 +248,6 @@ def lineup_command(
             wait=wait or as_json,
             as_json=as_json,
             idempotency_key=idempotency_key,
+            approval=approval,
         )
     )

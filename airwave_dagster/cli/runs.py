@@ -162,6 +162,11 @@ def runs_show(run_id: str, as_json: bool) -> None:
             console.stdout.print(f"    {entry['run_id']} {entry['status']}", highlight=False)
     for message in failures:
         console.stderr.print(message, highlight=False, markup=False)
+    from airwave_dagster.cli.approvals import find_interrupt, print_interrupt
+
+    interrupt = find_interrupt(instance, run_id)
+    if interrupt is not None:
+        print_interrupt(interrupt)
     if report is not None and run.job_name == IMPORT_LINEUP_JOB:
         console.print_import_report(report)
     elif report is not None:
@@ -217,8 +222,13 @@ def runs_cancel(run_id: str, reason: str, as_json: bool) -> None:
     Idempotent: a finished run is reported as it is and nothing changes.
     """
     from airwave_dagster.cli import launcher
+    from airwave_dagster.cli.approvals import close_open_interrupt
 
     instance = _instance()
+    # Close an open approval first: once canceled, nobody can answer it and restart the run.
+    closed = close_open_interrupt(instance, run_id, reason)
+    if closed is not None and not as_json:
+        console.stdout.print(f"approval {closed.gate_id}: {closed.describe()}", highlight=False)
     try:
         run, changed, released = launcher.cancel(instance, run_id, reason)
     except launcher.LaunchRefused as error:
@@ -231,6 +241,7 @@ def runs_cancel(run_id: str, reason: str, as_json: bool) -> None:
                     "status": run.status.value,
                     "changed": changed,
                     "claims_released": released,
+                    "approval_closed": closed is not None,
                 }
             )
         )

@@ -1,4 +1,4 @@
-"""The `ai_lineup` ops that write: packages, numbers, one build per channel, the report.
+"""The `ai_lineup` ops that write (after the approval gate): packages, builds, the report.
 
 Thin adapters like the design ops in `ops/ai_lineup/ops.py`; the build itself is
 `ops/ai_lineup/channel_build.py` and the report `ops/ai_lineup/reporting.py`.
@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from airwave_dagster.domain.ai.numbering import ExistingChannel, assign_numbers, build_order
 from airwave_dagster.domain.ai.plan import (
     coerce_accent,
     package_slug,
@@ -27,6 +26,7 @@ from ops.ai_lineup.channel_build import (
 )
 from ops.ai_lineup.checkpoints import (
     AnalyzedLibrary,
+    ApprovedLineup,
     BuildTask,
     CreatedPackages,
     LineupContext,
@@ -43,6 +43,7 @@ from ops.steps import claimant, mapping_key, trace_identity, versioned_op
 from resources.ai_toolbox import library_sizes
 from resources.database import DatabaseResource
 from resources.llm import (
+    WORKER_MAX_TOKENS,
     LlmClient,
     LlmResource,
     MissingApiKeyError,
@@ -50,39 +51,30 @@ from resources.llm import (
 from resources.plex import PlexResource
 from resources.stores.ai import NewPackage
 
+BRIEF_TOKENS = 3_000
+"""Tools, system prompt and channel brief on top of the shared context: a pre-call estimate."""
+
 
 @versioned_op(OP_VERSION)
 def create_ai_packages(
     context: dg.OpExecutionContext,
     analyzed: AnalyzedLibrary,
     planned: PlannedLineup,
+    approved: ApprovedLineup,
     database: DatabaseResource,
 ) -> CreatedPackages:
     """Replace this source's previous AI lineup with the plan's packages (one transaction).
 
-    Destructive, so guarded: when a previous AI lineup of this source exists and `confirm_wipe`
-    is not set, the step stops before any write and says what would be deleted. Only
-    AI-generated rows of this source are wiped; manual and preset rows are never touched.
+    Runs only once the approval gate passed (approved, pre-approved by `confirm_wipe`, or not
+    needed by the policy). Only AI-generated rows of this source are wiped; manual and preset
+    rows are never touched.
     """
     settings = analyzed.settings
     _, ai = _stores(database)
-    previous = ai.wipe_counts(settings.source_id)
-    if previous.anything and not settings.confirm_wipe:
-        message = (
-            f"a previous AI lineup of this source exists: {previous.channels} AI channel(s) in "
-            f"{previous.packages} AI package(s) ({previous.schedule_items} schedule rows) would "
-            "be deleted. Nothing was changed. To replace it, run again with confirm_wipe: true "
-            "(`airwave lineup --confirm-wipe`)."
-        )
-        _trace(
-            context,
-            ai,
-            step_name="createPackages",
-            phase="packages",
-            status="failed",
-            reason=message,
-        )
-        raise dg.Failure(description=message)
+    context.log.info(
+        f"approval gate {approved.gate_id}: {approved.decision}"
+        + (f" by {approved.resolved_by}" if approved.resolved_by else "")
+    )
     plan = planned.sanitized.plan
     reuse = {p.key: p.existing_key for p in plan.packages if p.existing_key}
     create = [
@@ -127,58 +119,32 @@ def create_ai_packages(
     )
 
 
-@versioned_op(
-    OP_VERSION, out={"numbered": dg.Out(NumberedLineup), "builds": dg.DynamicOut(BuildTask)}
-)
-def assign_channel_numbers(
-    context: dg.OpExecutionContext,
+@versioned_op(OP_VERSION, out={"builds": dg.DynamicOut(BuildTask)})
+def fan_out_ai_builds(
     analyzed: AnalyzedLibrary,
     planned: PlannedLineup,
+    numbered: NumberedLineup,
     packages: CreatedPackages,
-    database: DatabaseResource,
 ):
-    """Number every planned channel against live state (after the wipe), then fan out builds.
-
-    Each package owns a block of 100 from 1000; numbers already taken are skipped. `limit` picks
-    the builds round-robin across packages, but every planned channel gets its number.
-    """
-    settings = analyzed.settings
-    _, ai = _stores(database)
-    with _phase(context, ai, "assignNumbers", "numbering"):
-        live = ai.channel_numbers()
-        numbering = assign_numbers(
-            planned.sanitized.plan,
-            live.keys(),
-            package_ids=packages.ids,
-            existing_channels=[ExistingChannel(number=n, package_id=p) for n, p in live.items()],
-        )
-    selected = build_order(numbering, settings.limit or None)
-    if len(selected) < len(numbering.channels):
-        context.log.info(f"planned {len(numbering.channels)} channels; building {len(selected)}")
-    _trace(
-        context,
-        ai,
-        step_name="assignNumbers",
-        phase="numbering",
-        status="ok",
-        output={
-            "numbers": {c.key: c.number for c in numbering.channels},
-            "selected": [c.number for c in selected],
-        },
-    )
-    yield dg.Output(
-        NumberedLineup(numbering=numbering, selected=[c.number for c in selected]),
-        output_name="numbered",
-    )
+    """One mapped build per selected channel (keyed `ch_<number>`), with its package's id."""
     plan = planned.sanitized.plan
     order = [channel for _, channel in plan.channels()]
-    for numbered in selected:
-        channel = plan.channel(numbered.key)
-        earlier = order[: order.index(channel)]
+    by_number = {c.number: c for c in numbered.numbering.channels}
+    for number in numbered.selected:
+        channel = by_number[number]
+        planned_channel = plan.channel(channel.key)
+        earlier = order[: order.index(planned_channel)]
         yield dg.DynamicOutput(
-            BuildTask(settings=settings, channel=channel, numbered=numbered, earlier=earlier),
+            BuildTask(
+                settings=analyzed.settings,
+                channel=planned_channel,
+                numbered=channel.model_copy(
+                    update={"package_id": packages.ids.get(channel.package_key)}
+                ),
+                earlier=earlier,
+            ),
             output_name="builds",
-            mapping_key=mapping_key(numbered.number),
+            mapping_key=mapping_key(number),
         )
 
 
@@ -211,7 +177,15 @@ def build_ai_channel(
             client = llm.get_client()
         except MissingApiKeyError as error:
             raise dg.Failure(description=str(error)) from error
-    meter = Meter(ai, settings, "build", trace_identity(context))
+    meter = Meter(
+        ai,
+        settings,
+        "build",
+        trace_identity(context),
+        model=settings.worker_model,
+        max_output_tokens=WORKER_MAX_TOKENS,
+        first_input_tokens=shared.context.approx_tokens + BRIEF_TOKENS,
+    )
     deps = BuildDeps(
         store=store,
         ai=ai,
@@ -242,7 +216,7 @@ def build_ai_channel(
             reason="model API failed; the step is retried or the run resumed",
             error=str(error),
             **common,
-            **usage_columns(model, usage, settings.prices),
+            **usage_columns(model, usage, settings.prices, cost=meter.cost_by_model.get(model)),
         )
         raise dg.Failure(description=f"channel {task.numbered.number}: {error}") from error
     usage = result.usage.get(model, Usage()) if settings.provider == "anthropic" else Usage()
@@ -264,7 +238,12 @@ def build_ai_channel(
         trace=extra.get("trace"),
         agent_steps=extra.get("agent_steps", 0),
         **common,
-        **usage_columns(model, usage, settings.prices),
+        **usage_columns(
+            model,
+            usage,
+            settings.prices,
+            cost=meter.cost_by_model.get(model) if model != "offline" else None,
+        ),
     )
     context.add_output_metadata(
         {

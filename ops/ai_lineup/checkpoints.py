@@ -3,6 +3,10 @@
 A resumed run loads these back from Postgres instead of recomputing them: the plan is never paid
 for twice and numbers are never reassigned. A change to a model's shape is a change of the job's
 code version (`OP_VERSION` in `ops/ai_lineup/ops.py`).
+
+Order since the approval gate (issue 12): the plan is numbered *before* anything is written
+(`NumberedLineup`, computed against the state the wipe will leave), the gate decides
+(`ApprovedLineup`), and only then are packages replaced (`CreatedPackages`) and builds fanned out.
 """
 
 from datetime import datetime
@@ -12,6 +16,7 @@ import dagster as dg
 from pydantic import BaseModel, Field
 
 from airwave_dagster.domain.ai.context import SharedContext
+from airwave_dagster.domain.ai.lineup_diff import LineupDiff
 from airwave_dagster.domain.ai.numbering import LineupNumbering, NumberedChannel
 from airwave_dagster.domain.ai.plan import ExistingPackage, PlannedChannel, SanitizedPlan
 from airwave_dagster.domain.ai.profile import LibraryProfile
@@ -20,6 +25,7 @@ from airwave_dagster.domain.ai.usage import PriceTable
 from resources.llm import DEFAULT_PLANNER_MODEL, DEFAULT_WORKER_MODEL
 
 Provider = Literal["anthropic", "offline"]
+ApprovalPolicy = Literal["required", "auto_when_nothing_removed", "never"]
 
 
 class PriceConfig(dg.Config):
@@ -44,8 +50,20 @@ class AiLineupConfig(dg.Config):
     )
     confirm_wipe: bool = Field(
         default=False,
-        description="Replace this source's previous AI lineup (its AI channels and packages are "
-        "deleted). Without it a run that finds one stops before writing anything.",
+        description="Pre-approve replacing this source's previous AI lineup (for scripts): the "
+        "approval gate passes without asking. Without it, `approval` decides.",
+    )
+    approval: ApprovalPolicy = Field(
+        default="auto_when_nothing_removed",
+        description="When the run stops at the approval gate (after the plan, before any write): "
+        "'required' always; 'auto_when_nothing_removed' only when an AI channel or package on "
+        "air would be removed; 'never' does not ask.",
+    )
+    approval_expiry_hours: float | None = Field(
+        default=None,
+        gt=0,
+        description="Close an unanswered approval after this many hours (the run then stays "
+        "ended, nothing written). Unset: it stays open until answered or canceled.",
     )
     provider: Literal["auto", "anthropic", "offline"] = Field(
         default="auto",
@@ -78,6 +96,8 @@ class LineupSettings(BaseModel):
     limit: int
     budget_usd: float | None
     confirm_wipe: bool
+    approval: ApprovalPolicy = "auto_when_nothing_removed"
+    approval_expiry_hours: float | None = None
     rules: PoolRules
     planner_attempts: int
     prices: PriceTable
@@ -116,8 +136,30 @@ class PlannedLineup(BaseModel):
     attempts: int
 
 
+class CostEstimate(BaseModel):
+    """What building the selected channels is expected to cost, next to what was spent."""
+
+    channels: int
+    calls_per_build: int
+    tokens_per_call: dict[str, int]
+    worker_model: str
+    estimated_usd: float | None
+    planner_spent_usd: float
+    budget_usd: float | None
+
+
+class ApprovedLineup(BaseModel):
+    """The gate's checkpoint: the decision, who made it, and the diff it was made on."""
+
+    gate_id: str
+    decision: Literal["approved", "auto", "never", "confirm_wipe"]
+    resolved_by: str | None
+    diff: LineupDiff
+    estimate: CostEstimate
+
+
 class CreatedPackages(BaseModel):
-    """Phase 5's checkpoint: plan package key → package id, and what the wipe removed."""
+    """Phase 7's checkpoint: plan package key → package id, and what the wipe removed."""
 
     ids: dict[str, str]
     created: list[str]
@@ -127,7 +169,11 @@ class CreatedPackages(BaseModel):
 
 
 class NumberedLineup(BaseModel):
-    """Phase 6's checkpoint: every planned channel's number, and the ones selected to build."""
+    """Phase 5's checkpoint: every planned channel's number, and the ones selected to build.
+
+    Computed before the wipe, against the state the wipe will leave; the package ids of
+    packages not yet created are filled in when the builds fan out.
+    """
 
     numbering: LineupNumbering
     selected: list[int]

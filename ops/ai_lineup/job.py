@@ -1,12 +1,13 @@
-"""The `ai_lineup` job: analyze, context, plan, packages, numbers, builds (6 at once), report."""
+"""The `ai_lineup` job: analyze, context, plan, numbers, approval, packages, builds, report."""
 
 import dagster as dg
 
 from airwave_dagster.run_tags import AI_LINEUP_JOB, JOB_TAG, REPORT_LINEUP_OP, REPORT_OP_TAG
+from ops.ai_lineup.approval import approve_lineup, number_ai_channels
 from ops.ai_lineup.build_ops import (
-    assign_channel_numbers,
     build_ai_channel,
     create_ai_packages,
+    fan_out_ai_builds,
     report_lineup,
 )
 from ops.ai_lineup.ops import (
@@ -33,12 +34,14 @@ def ai_lineup_executor(start_method: str = "forkserver") -> dg.ExecutorDefinitio
     "verifying agent (anthropic or offline), within a budget.",
 )
 def ai_lineup():
-    """Analyze → context → existing packages → plan → packages → numbers → builds → report."""
+    """Analyze → context → packages → plan → numbers → approval gate → wipe → builds → report."""
     analyzed = analyze_library()
     shared = build_shared_context(analyzed)
     existing = list_existing_packages(analyzed)
     planned = plan_lineup(analyzed, shared, existing)
-    packages = create_ai_packages(analyzed, planned)
-    numbered, builds = assign_channel_numbers(analyzed, planned, packages)
+    numbered = number_ai_channels(analyzed, planned)
+    approved = approve_lineup(analyzed, shared, planned, numbered)
+    packages = create_ai_packages(analyzed, planned, approved)
+    builds = fan_out_ai_builds(analyzed, planned, numbered, packages)
     results = builds.map(lambda task: build_ai_channel(task, shared))
     report_lineup(analyzed, planned, packages, numbered, results.collect())

@@ -73,6 +73,8 @@ def lineup_settings(
         limit=config.limit,
         budget_usd=config.budget_usd,
         confirm_wipe=config.confirm_wipe,
+        approval=config.approval,
+        approval_expiry_hours=config.approval_expiry_hours,
         rules=PoolRules(
             min_items=max(1, config.min_pool_items), min_runtime_hours=config.min_runtime_hours
         ),
@@ -91,6 +93,11 @@ def lineup_settings(
 def fetch_vocabulary(client: PlexClient) -> dict[str, list[str]]:
     """The values of every vocabulary tag field: one Plex lookup per field, failures raised."""
     return {field: client.tag_values(field, ()) for field in VOCABULARY_FIELDS}
+
+
+def _approx_tokens(text: str) -> int:
+    # About four characters a token for English prose and JSON; only a pre-call estimate.
+    return len(text) // 4 + 1
 
 
 def plan_with_model(
@@ -120,9 +127,17 @@ def plan_with_model(
     Raises:
         PlanningError: The budget is spent, a call failed, or every reply broke the schema.
     """
-    meter = Meter(ai, settings, "plan", step)
     keys = [p.key for p in existing.packages]
     prompt = render_planner_prompt(shared.context.text, existing.packages)
+    meter = Meter(
+        ai,
+        settings,
+        "plan",
+        step,
+        model=settings.planner_model,
+        max_output_tokens=PLANNER_MAX_TOKENS,
+        first_input_tokens=_approx_tokens(prompt),
+    )
     tool = {
         "name": PLANNER_TOOL_NAME,
         "description": PLANNER_TOOL_DESCRIPTION,
@@ -131,7 +146,11 @@ def plan_with_model(
     last_error = ""
     for attempt in range(1, settings.planner_attempts + 1):
         if meter.exhausted():
-            raise PlanningError("the budget is spent; the planner was not called")
+            raise PlanningError(
+                "the budget cannot pay for the planner's next call at its worst case "
+                f"(${meter.next_call_worst_case():.4f}: the prompt uncached plus "
+                f"{PLANNER_MAX_TOKENS} output tokens); the planner was not called"
+            )
         common = {
             "step_name": "planLineup",
             "phase": "plan",

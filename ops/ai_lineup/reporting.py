@@ -42,7 +42,7 @@ def assemble_report(
         )
         for package in planned.sanitized.plan.packages
     ]
-    return build_report(
+    report = build_report(
         source_id=settings.source_id,
         provider=settings.provider,
         packages=summaries,
@@ -54,6 +54,21 @@ def assemble_report(
         budget_usd=settings.budget_usd,
         duration_seconds=(datetime.now(UTC) - settings.started_at).total_seconds(),
         quality=measure_built_lineup(media_items(ai, settings.source_id), results),
+    )
+    return _priced_per_call(report, ai.cost_by_model(settings.ledger_id))
+
+
+def _priced_per_call(report: LineupReport, costs: dict[str, float | None]) -> LineupReport:
+    """The report's spend as the ledger charged it: each call at its own (tiered) price.
+
+    `build_report` prices summed usage, which would put a run of small calls into a
+    long-context tier; the ledger's per-call costs are the truth.
+    """
+    spend = tuple(s.model_copy(update={"usd": costs.get(s.model)}) for s in report.spend)
+    unpriced = tuple(s.model for s in spend if s.usd is None)
+    total = sum(s.usd for s in spend if s.usd is not None)
+    return report.model_copy(
+        update={"spend": spend, "unpriced_models": unpriced, "total_usd": round(total, 6)}
     )
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from resources.stores.ai import AiStore
+from resources.stores.approvals import ApprovalStore
 from resources.stores.channels import AirwaveStore
 from resources.stores.claims import DEFAULT_STALE_SECONDS, ChannelClaims
 from resources.stores.engine import engine_for
@@ -26,6 +27,7 @@ class Stores:
     ai: AiStore
     maintenance: MaintenanceStore
     runs: RunStarts
+    approvals: ApprovalStore
 
 
 def open_stores(url: str, *, claim_stale_after: timedelta | None = None) -> Stores:
@@ -45,4 +47,5 @@ def open_stores(url: str, *, claim_stale_after: timedelta | None = None) -> Stor
         ai=AiStore(engine),
         maintenance=MaintenanceStore(channels),
         runs=RunStarts(engine),
+        approvals=ApprovalStore(engine),
     )

@@ -227,6 +227,15 @@ class AiStore:
             )
         return usage
 
+    def cost_by_model(self, ledger_id: str) -> dict[str, float | None]:
+        """Every charged call's own price, summed per model; None when any call was unpriced."""
+        costs: dict[str, float | None] = {}
+        for row in self.spend_rows(ledger_id):
+            model, cost = row["model"], _money(row["cost_usd"])
+            before = costs.get(model, 0.0)
+            costs[model] = None if cost is None or before is None else before + cost
+        return costs
+
     def spend_rows(self, ledger_id: str) -> list[dict[str, Any]]:
         """Every charged call of a ledger, oldest first."""
         with self.engine.connect() as conn:
@@ -443,6 +452,62 @@ class AiStore:
                 ids[package.plan_key] = package_id
                 created.append(package.plan_key)
         return wiped, ids, created
+
+    def on_air(self, source_id: str) -> list[dict[str, Any]]:
+        """Every channel of the source with its package name and provenance (the diff's input)."""
+        c = t.channel.c
+        p = t.channel_package.c
+        query = (
+            sa.select(c.number, c.name, c.ai_generated, c.generated, p.name.label("package"))
+            .select_from(t.channel.outerjoin(t.channel_package, c.package_id == p.id))
+            .where(c.media_source_id == source_id)
+            .order_by(c.number)
+        )
+        with self.engine.connect() as conn:
+            return [
+                {
+                    "number": row.number,
+                    "name": row.name,
+                    "package": row.package,
+                    "origin": "ai" if row.ai_generated else "preset" if row.generated else "manual",
+                }
+                for row in conn.execute(query)
+            ]
+
+    def doomed_package_names(self, source_id: str) -> list[str]:
+        """Names of the AI packages that replacing the source's AI lineup would delete."""
+        with self.engine.connect() as conn:
+            ids = self._doomed_packages(conn, source_id)
+            if not ids:
+                return []
+            p = t.channel_package.c
+            return list(conn.execute(sa.select(p.name).where(p.id.in_(ids))).scalars())
+
+    def numbering_state(self, source_id: str) -> tuple[dict[int, str | None], dict[str, str]]:
+        """Live state as it will be right after the wipe, read without writing anything.
+
+        Returns:
+            (number → package id of every channel that survives the wipe — all but this
+            source's AI channels —, key → id of every package that survives it).
+        """
+        c = t.channel.c
+        p = t.channel_package.c
+        with self.engine.connect() as conn:
+            doomed = set(self._doomed_packages(conn, source_id))
+            rows = conn.execute(
+                sa.select(c.number, c.package_id).where(
+                    sa.not_(sa.and_(c.ai_generated.is_(True), c.media_source_id == source_id))
+                )
+            )
+            numbers = {
+                row.number: None if row.package_id in doomed else row.package_id for row in rows
+            }
+            packages = {
+                row.key: row.id
+                for row in conn.execute(sa.select(p.key, p.id))
+                if row.id not in doomed
+            }
+        return numbers, packages
 
     def channel_numbers(self) -> dict[int, str | None]:
         """Every channel number on the instance with its package id (live state)."""

@@ -50,7 +50,9 @@ def test_anthropic_without_a_key_is_refused_before_a_run_exists(cli_env, store) 
     assert store.counts()["channels"] == 0
 
 
-def test_an_unconfirmed_wipe_is_refused_at_launch(synced, store, monkeypatch) -> None:
+def test_a_previous_lineup_is_no_launch_refusal_any_more(synced, store, monkeypatch) -> None:
+    # The run plans and stops at its approval gate with the diff instead (tests/cli/
+    # test_approvals.py); only a bad limit or a missing key is refused before a run exists.
     monkeypatch.delenv(API_KEY_ENV, raising=False)
     with store.engine.begin() as conn:
         conn.execute(
@@ -59,22 +61,22 @@ def test_an_unconfirmed_wipe_is_refused_at_launch(synced, store, monkeypatch) ->
             )
         )
 
-    message = launch_refusal(provider="auto", confirm_wipe=False, limit=0)
-
-    assert message is not None and "1 AI channel(s)" in message and "--confirm-wipe" in message
-    assert launch_refusal(provider="auto", confirm_wipe=True, limit=0) is None
-    assert "--limit" in (launch_refusal(provider="offline", confirm_wipe=True, limit=-1) or "")
+    assert launch_refusal(provider="auto", limit=0) is None
+    assert "--limit" in (launch_refusal(provider="offline", limit=-1) or "")
 
 
 def test_run_config_carries_options_never_secrets(monkeypatch) -> None:
     monkeypatch.setenv(API_KEY_ENV, "sk-secret-value")
 
-    config = lineup_run_config(limit=3, budget_usd=0.5, confirm_wipe=True, provider="anthropic")
+    config = lineup_run_config(
+        limit=3, budget_usd=0.5, confirm_wipe=True, provider="anthropic", approval="required"
+    )
 
     assert config["ops"]["analyze_library"]["config"] == {
         "limit": 3,
         "budget_usd": 0.5,
         "confirm_wipe": True,
         "provider": "anthropic",
+        "approval": "required",
     }
     assert "sk-secret-value" not in json.dumps(config)

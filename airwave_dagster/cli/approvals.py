@@ -1,0 +1,263 @@
+"""`airwave approve`, `airwave reject`, `airwave approvals show`: answer an approval gate.
+
+The answer is one conditional transaction on the interrupt row (`resources/stores/approvals.py`):
+of any number of concurrent answers exactly one wins; the others exit with `EXIT_CONFLICT` and
+say who answered first and when. Who answers is the OS user running this process — never an
+argument — and, when `AIRWAVE_APPROVERS` is set, must be on that list. An approval resumes the
+same run tree (every completed step replayed, the planner never called again).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.table import Table
+
+from airwave_dagster.cli import console, environment
+from airwave_dagster.run_tags import AWAITING_APPROVAL_TAG
+from airwave_dagster.settings import APPROVERS_ENV, Settings
+
+if TYPE_CHECKING:
+    from resources.stores.approvals import Interrupt
+
+EXIT_NOT_FOUND = 2
+EXIT_NOT_ALLOWED = 3
+EXIT_CONFLICT = 4
+"""A lost race, or an answer to an interrupt already closed (answered, canceled, expired)."""
+_RUN_END_SECONDS = 120.0
+
+
+def resolver_identity() -> str:
+    """The OS user of this process: the only source of who answered."""
+    return getpass.getuser()
+
+
+def find_interrupt(instance: Any, run_id: str) -> Interrupt | None:
+    """The interrupt of `run_id`'s run tree (any run of the tree may be named)."""
+    run = instance.get_run_by_id(run_id)
+    if run is None:
+        return None
+    root = run.root_run_id or run.run_id
+    return environment.open_project_stores().approvals.find(root)
+
+
+def close_open_interrupt(instance: Any, run_id: str, reason: str) -> Interrupt | None:
+    """Cancel's first step: close the run tree's open interrupt so nobody can answer it later.
+
+    Returns:
+        The interrupt as closed by this call, or None when there was no open one.
+    """
+    interrupt = find_interrupt(instance, run_id)
+    if interrupt is None or not interrupt.open:
+        return None
+    stores = environment.open_project_stores()
+    won, closed = stores.approvals.resolve(
+        interrupt.id, "canceled", resolved_by=resolver_identity(), reason=reason
+    )
+    if won:
+        instance.add_run_tags(interrupt.run_id, {AWAITING_APPROVAL_TAG: closed.describe()})
+    return closed if won else None
+
+
+def _entries_table(title: str, entries: list[dict[str, Any]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in ("number", "previous", "channel", "package"):
+        table.add_column(column, overflow="fold")
+    for e in entries:
+        table.add_row(
+            "" if e.get("number") is None else str(e["number"]),
+            "" if e.get("previous_number") is None else str(e["previous_number"]),
+            e["name"],
+            e.get("package") or "",
+        )
+    return table
+
+
+def print_interrupt(interrupt: Interrupt) -> None:
+    """The interrupt's state, the diff it was opened on and the cost estimate, as tables."""
+    out = console.stdout
+    out.print(
+        f"approval {interrupt.gate_id} of run tree {interrupt.root_run_id}: "
+        f"{interrupt.describe()}" + (f" — {interrupt.reason}" if interrupt.reason else ""),
+        highlight=False,
+    )
+    if interrupt.expires_at is not None:
+        out.print(f"  expires {interrupt.expires_at:%Y-%m-%d %H:%M:%S %Z}", highlight=False)
+    if interrupt.continuation_run_id:
+        out.print(f"  continued as run {interrupt.continuation_run_id}", highlight=False)
+    diff = interrupt.payload.get("diff", {})
+    for kind in ("removed", "created", "renumbered", "unchanged"):
+        entries = diff.get(kind, [])
+        if entries:
+            out.print(_entries_table(f"{kind} ({len(entries)})", entries))
+    untouched = diff.get("untouched", [])
+    if untouched:
+        table = Table(title=f"untouched manual/preset ({len(untouched)})", title_justify="left")
+        for column in ("number", "channel", "package", "origin"):
+            table.add_column(column, overflow="fold")
+        for c in untouched:
+            table.add_row(str(c["number"]), c["name"], c.get("package") or "", c["origin"])
+        out.print(table)
+    for label, key in (("removed", "removed_packages"), ("created", "created_packages")):
+        names = diff.get(key, [])
+        out.print(f"AI packages {label}: {', '.join(names) or '—'}", highlight=False)
+    estimate = interrupt.payload.get("estimate", {})
+    if estimate:
+        usd = estimate.get("estimated_usd")
+        budget = estimate.get("budget_usd")
+        out.print(
+            f"estimated build cost: {'unpriced' if usd is None else f'${usd:.4f}'} "
+            f"({estimate['channels']} channel(s) x {estimate['calls_per_build']} call(s), "
+            f"{estimate['worker_model']}); planner spent ${estimate['planner_spent_usd']:.4f}; "
+            f"budget {'none' if budget is None else f'${budget:.2f}'}",
+            highlight=False,
+        )
+
+
+def _allowed(identity: str) -> str | None:
+    approvers = Settings.load().approver_names()
+    if approvers is not None and identity not in approvers:
+        return f"user {identity!r} is not in {APPROVERS_ENV} ({', '.join(sorted(approvers))})"
+    return None
+
+
+def _wait_until_finished(instance: Any, run_id: str) -> Any:
+    # The gate records the interrupt a moment before its run ends; resume needs the end.
+    deadline = time.monotonic() + _RUN_END_SECONDS
+    run = instance.get_run_by_id(run_id)
+    while run is not None and not run.is_finished and time.monotonic() < deadline:
+        time.sleep(0.5)
+        run = instance.get_run_by_id(run_id)
+    return run
+
+
+def answer(run_id: str, status: str, *, reason: str | None, wait: bool, as_json: bool) -> int:
+    """Approve or reject the run tree's interrupt; an approval resumes the tree.
+
+    Returns:
+        The exit code: 0, `EXIT_NOT_FOUND`, `EXIT_NOT_ALLOWED` or `EXIT_CONFLICT`.
+    """
+    from airwave_dagster.cli import launcher
+
+    instance = console.instance()
+    interrupt = find_interrupt(instance, run_id)
+    if interrupt is None:
+        console.error(f"run {run_id} has no approval to answer")
+        return EXIT_NOT_FOUND
+    identity = resolver_identity()
+    refusal = _allowed(identity)
+    if refusal is not None:
+        console.error(refusal)
+        return EXIT_NOT_ALLOWED
+    stores = environment.open_project_stores()
+    won, row = stores.approvals.resolve(
+        interrupt.id,
+        "approved" if status == "approve" else "rejected",
+        resolved_by=identity,
+        reason=reason,
+    )
+    if not won:
+        message = f"conflict: already {row.describe()}"
+        if as_json:
+            sys.stdout.write(json.dumps({"run_id": run_id, "conflict": row.describe()}) + "\n")
+        console.error(message)
+        return EXIT_CONFLICT
+    instance.add_run_tags(row.run_id, {AWAITING_APPROVAL_TAG: row.describe()})
+    if row.status == "rejected":
+        console.stdout.print(
+            f"{row.describe()}: run tree {row.root_run_id} ends here; nothing was written",
+            highlight=False,
+        )
+        if as_json:
+            sys.stdout.write(json.dumps({"run_id": run_id, "status": row.status}) + "\n")
+        return 0
+    _wait_until_finished(instance, row.run_id)
+    with launcher.workspace(instance) as context:
+        try:
+            continuation = launcher.resume(instance, context, row.run_id)
+        except launcher.LaunchRefused as error:
+            console.error(
+                f"{row.describe()}, but the run could not be continued: {error}. "
+                f"`airwave runs resume {row.run_id}` retries it (the approval stands)."
+            )
+            return 1
+        stores.approvals.record_continuation(row.id, continuation.run_id)
+        console.stdout.print(
+            f"{row.describe()}; continuing as run {continuation.run_id}", highlight=False
+        )
+        if not wait:
+            if as_json:
+                sys.stdout.write(
+                    json.dumps({"run_id": continuation.run_id, "status": "approved"}) + "\n"
+                )
+            return 0
+    final = launcher.follow(instance, continuation.run_id)
+    report = environment.open_project_stores().ai.traces([final.run_id])
+    markdown = next((r["output"] for r in report if r["phase"] == "report"), None)
+    if as_json:
+        sys.stdout.write(
+            json.dumps({"run_id": final.run_id, "status": final.status.value, "report": markdown})
+            + "\n"
+        )
+    elif markdown is not None:
+        sys.stdout.write(markdown.get("markdown", ""))
+    console.stdout.print(f"run {final.run_id}: {final.status.value}", highlight=False)
+    return 0 if final.status.value == "SUCCESS" else 1
+
+
+@click.command("approve")
+@click.argument("run_id")
+@click.option("--wait", is_flag=True, help="Follow the continued run and print its report.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def approve_command(run_id: str, wait: bool, as_json: bool) -> None:
+    """Approve the lineup a run stopped at, and continue its run tree (exit 4: already answered)."""
+    console.prepare()
+    sys.exit(answer(run_id, "approve", reason=None, wait=wait, as_json=as_json))
+
+
+@click.command("reject")
+@click.argument("run_id")
+@click.option("--reason", required=True, help="Why; recorded on the interrupt.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def reject_command(run_id: str, reason: str, as_json: bool) -> None:
+    """Reject the lineup a run stopped at: the run tree ends, nothing is written (exit 4: lost)."""
+    console.prepare()
+    sys.exit(answer(run_id, "reject", reason=reason, wait=False, as_json=as_json))
+
+
+@click.group("approvals")
+def approvals_group() -> None:
+    """Inspect approval gates."""
+
+
+@approvals_group.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the interrupt as JSON.")
+def approvals_show(run_id: str, as_json: bool) -> None:
+    """The diff and cost a run stopped at; exit 0 while open, 4 once answered, 2 if none."""
+    console.prepare()
+    interrupt = find_interrupt(console.instance(), run_id)
+    if interrupt is None:
+        console.error(f"run {run_id} has no approval")
+        sys.exit(EXIT_NOT_FOUND)
+    if as_json:
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "root_run_id": interrupt.root_run_id,
+                    "gate_id": interrupt.gate_id,
+                    "status": interrupt.status,
+                    "resolved_by": interrupt.resolved_by,
+                    "payload": interrupt.payload,
+                }
+            )
+            + "\n"
+        )
+    else:
+        print_interrupt(interrupt)
+    sys.exit(0 if interrupt.open else EXIT_CONFLICT)
