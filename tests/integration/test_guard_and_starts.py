@@ -185,6 +185,7 @@ def test_cancel_running_finished_and_canceled_runs(fresh: Dev, database_url: str
         "status": "CANCELED",
         "changed": False,
         "claims_released": 0,
+        "approval_closed": False,
     }
     time.sleep(12)  # two monitoring/retry daemon intervals: a canceled run is never resumed
     assert len(launcher.run_tree(fresh.instance, run_id)) == 1
