@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo .airwave/bootstrap/bin/uv)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test dev bench lint fmt clean stop
+.PHONY: demo test test-container dev serve bench lint fmt clean stop
 
 $(UV):
 	$(PYTHON) -m venv .airwave/bootstrap
@@ -26,6 +26,13 @@ test: $(VENV)/.synced
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/pytest
+
+# Builds the image (base from Debian packages: no registry needed) and drives the compose stack.
+test-container: $(VENV)/.synced
+	$(BIN)/pytest -m container -o log_cli=true tests/container
+
+serve: $(VENV)/.synced
+	$(BIN)/airwave serve
 
 dev: $(VENV)/.synced
 	$(BIN)/airwave dev

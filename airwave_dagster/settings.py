@@ -27,6 +27,9 @@ API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 ENV_FILE_ENV = "AIRWAVE_ENV_FILE"
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
+EXECUTOR_ENV = "AIRWAVE_EXECUTOR"
+CELERY_BROKER_ENV = "AIRWAVE_CELERY_BROKER_URL"
+CELERY_QUEUE_ENV = "AIRWAVE_CELERY_QUEUE"
 APPROVERS_ENV = "AIRWAVE_APPROVERS"
 
 CHECKOUT_ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +50,8 @@ class Settings(BaseSettings):
         # An exported-but-empty variable has always meant "unset" to the bootstrap (a blank
         # AIRWAVE_HOME must not become the working directory).
         env_ignore_empty=True,
+        # No populate_by_name: pydantic-settings would then also read each field's bare name
+        # from the environment, so HOME became the home and EXECUTOR or INBOX would be read too.
         frozen=True,
     )
 
@@ -106,14 +111,20 @@ class Settings(BaseSettings):
     )
     executor: Literal["multiprocess", "celery"] = Field(
         default="multiprocess",
-        validation_alias="AIRWAVE_EXECUTOR",
+        validation_alias=EXECUTOR_ENV,
         description="How the fan-out jobs run their steps.",
     )
     celery_broker_url: str | None = Field(
         default=None,
-        validation_alias="AIRWAVE_CELERY_BROKER_URL",
+        validation_alias=CELERY_BROKER_ENV,
         repr=False,
         description="The celery broker when AIRWAVE_EXECUTOR=celery (redis:// or pyamqp://).",
+    )
+    celery_queue: str = Field(
+        default="airwave",
+        validation_alias=CELERY_QUEUE_ENV,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="The celery queue steps are sent to and `airwave worker` listens on.",
     )
     approvers: str | None = Field(
         default=None,

@@ -8,6 +8,7 @@ from typing import Any
 import dagster as dg
 
 from airwave_dagster.run_tags import CODE_VERSION_TAG
+from airwave_dagster.settings import Settings
 from resources.stores.claims import Claimant
 
 
@@ -58,16 +59,69 @@ def claimant(context: dg.OpExecutionContext) -> Claimant:
     )
 
 
+def root_cause_failure(what: str, error: Exception) -> dg.Failure:
+    """A retryable `dg.Failure` whose description is the error that actually stopped `what`.
+
+    Once a retry policy gives up, Dagster's own step failure says only "Exceeded max_retries of
+    N"; the description of a `Failure` is what it keeps as the step's user-facing message (the
+    event log, the UI, `airwave runs show`). Raise the result `from error`.
+
+    Args:
+        what: The unit of work, e.g. "channel 204 (Drama)".
+        error: The exception, e.g. a Plex error that names `PLEX_URL`, the HTTP status or timeout.
+    """
+    return dg.Failure(description=f"{what}: {type(error).__name__}: {error}"[:2000])
+
+
+def celery_app_args(settings: Settings) -> dict[str, Any]:
+    """The celery app both sides use: the run worker that submits steps and `airwave worker`.
+
+    Steps are acknowledged only when they finish (`task_acks_late`) and a worker that dies
+    mid-step gives its message back (`task_reject_on_worker_lost`), so a SIGKILLed worker's step
+    is redelivered to another worker instead of vanishing; the channel claim then makes the
+    second attempt wait for, or take over, the dead one's build rather than repeat finished work.
+    One step at a time per worker process (`worker_prefetch_multiplier: 1`) keeps a busy worker
+    from hoarding steps an idle one could run.
+
+    Raises:
+        ValueError: `AIRWAVE_CELERY_BROKER_URL` is unset (named, never its value).
+    """
+    broker = settings.celery_broker_url
+    if not broker:
+        raise ValueError("AIRWAVE_EXECUTOR=celery needs AIRWAVE_CELERY_BROKER_URL (the broker)")
+    # Redis keeps results itself; with RabbitMQ results travel back over the broker (rpc://).
+    backend = broker if broker.startswith(("redis://", "rediss://")) else "rpc://"
+    return {
+        "broker": broker,
+        "backend": backend,
+        "include": [],
+        "config_source": {
+            "task_default_queue": settings.celery_queue,
+            "task_acks_late": True,
+            "task_reject_on_worker_lost": True,
+            "worker_prefetch_multiplier": 1,
+            "broker_connection_retry_on_startup": True,
+            # Redis hands an unacknowledged step back only after this long; claims tolerate the
+            # overlap (a live claim is waited for), the event log shows both attempts.
+            "broker_transport_options": {"visibility_timeout": 3600},
+        },
+    }
+
+
 def fan_out_executor(
     max_concurrent: int, start_method: str = "forkserver"
 ) -> dg.ExecutorDefinition:
-    """The multiprocess executor bounding a job's mapped steps to `max_concurrent` at once.
+    """The executor of a fan-out job: multiprocess here, or celery workers when configured.
 
-    A sliding window, not waves: a new step starts as soon as one ends. forkserver preloads the
-    code location once, so a step costs about a third of a spawned one (docs/dagster-notes.md).
+    The choice is made when a run starts, in its run worker, from `AIRWAVE_EXECUTOR` (the
+    `airwave` commands export it for every Dagster process, so runs from the CLI, sensors and
+    schedules all follow it). Multiprocess is a sliding window of `max_concurrent` step
+    processes; forkserver preloads the code location once, so a step costs about a third of a
+    spawned one (docs/dagster-notes.md Q2). Under celery the bound across runs and workers is the
+    workers' own concurrency and the op pools (docs/scale-out.md).
 
     Args:
-        max_concurrent: Steps running at once.
+        max_concurrent: Steps running at once (multiprocess).
         start_method: "forkserver" (default) or "spawn" (benchmarks compare the two).
     """
     method: Mapping[str, object] = (
@@ -75,6 +129,34 @@ def fan_out_executor(
         if start_method == "forkserver"
         else {"spawn": {}}
     )
-    return dg.multiprocess_executor.configured(
-        {"max_concurrent": max_concurrent, "start_method": dict(method)}
+    multiprocess = {
+        "max_concurrent": max_concurrent,
+        "start_method": dict(method),
+        "retries": {"enabled": {}},
+    }
+
+    @dg.executor(
+        name="fan_out",
+        requirements=dg.multiple_process_executor_requirements(),
     )
+    def _fan_out(init_context: dg.InitExecutorContext) -> dg.Executor:
+        settings = Settings.load()
+        if settings.executor == "celery":
+            from dagster._core.execution.retries import RetryMode
+            from dagster_celery.executor import CeleryExecutor
+
+            args = celery_app_args(settings)
+            return CeleryExecutor(
+                broker=args["broker"],
+                backend=args["backend"],
+                include=args["include"],
+                config_source=args["config_source"],
+                retries=RetryMode.ENABLED,
+            )
+        from dagster._core.definitions.executor_definition import (
+            _core_multiprocess_executor_creation,
+        )
+
+        return _core_multiprocess_executor_creation(multiprocess)
+
+    return _fan_out

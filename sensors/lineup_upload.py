@@ -91,6 +91,13 @@ def _move(path: Path, folder: Path, digest: str | None) -> Path:
     return target
 
 
+def _one_line(error: Exception, limit: int = 400) -> str:
+    """An error's message on one line, short enough for a tick's skip reason."""
+    line = " ".join(part.strip() for part in str(error).splitlines() if part.strip())
+    line = line or type(error).__name__
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def _reject(path: Path, rejected: Path, reason: str) -> Path:
     target = _move(path, rejected, None)
     target.with_name(target.name + ".error.txt").write_text(reason + "\n", encoding="utf-8")
@@ -164,7 +171,8 @@ def evaluate_inbox(
             parse_lineup(content, source=path.name)
         except AirwaveError as error:
             _reject(path, rejected, str(error))
-            notes.append(f"{path.name}: rejected (invalid)")
+            # The tick's skip reason is what the UI shows for the upload: say why, not only that.
+            notes.append(f"{path.name}: rejected (invalid), moved to rejected/: {_one_line(error)}")
             continue
         if _run_exists(context.instance, digest):
             _move(path, processed, digest)

@@ -13,7 +13,7 @@ from resources.llm import LlmResource
 def test_ai_lineup_fans_out_on_the_multiprocess_executor_six_at_a_time() -> None:
     job = defs.resolve_job_def("ai_lineup")
 
-    assert job.executor_def.name == "multiprocess"
+    assert job.executor_def.name == "fan_out"
     assert BUILD_CONCURRENCY == 6
     assert job.tags["airwave/report_op"] == "report_lineup"
 

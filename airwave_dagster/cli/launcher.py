@@ -22,7 +22,8 @@ from dagster._core.remote_representation.external import RemoteJob
 from dagster._core.workspace.context import BaseWorkspaceRequestContext, WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 
-from airwave_dagster.cli.environment import airwave_home, open_project_stores, project_root
+from airwave_dagster.cli.environment import airwave_home, open_project_stores, workspace_file
+from airwave_dagster.cli.webserver import Webserver
 from airwave_dagster.run_tags import CANCEL_REASON_TAG, IDEMPOTENCY_TAG
 
 LOCATION_NAME = "airwave"
@@ -55,13 +56,14 @@ def _children_write_to(log_path: Path) -> Iterator[None]:
 
 @contextmanager
 def workspace(instance: dg.DagsterInstance) -> Iterator[BaseWorkspaceRequestContext]:
-    """A request context over the project's `workspace.yaml` (starts a code server).
+    """A request context over the packaged `workspace.yaml` (starts a code server).
 
     The code server's output, and that of the run workers it launches, goes to
     `.airwave/logs/code-server.log`.
     """
-    target = WorkspaceFileTarget(paths=[str(project_root() / "workspace.yaml")])
-    with _children_write_to(airwave_home() / "logs" / "code-server.log"):
+    home = airwave_home()
+    target = WorkspaceFileTarget(paths=[str(workspace_file(home))])
+    with _children_write_to(home / "logs" / "code-server.log"):
         process_context = WorkspaceProcessContext(instance, target)
     with process_context:
         yield process_context.create_request_context()
@@ -142,6 +144,15 @@ def wait_for_run(
         time.sleep(poll_seconds)
 
 
+def _root_cause(error: Any) -> str:
+    """The innermost error of a serialised chain: "Exceeded max_retries of 2" names no cause."""
+    outer = error.message.strip()
+    while error.cause is not None:
+        error = error.cause
+    inner = error.message.strip()
+    return outer if inner == outer else f"{inner} ({outer.splitlines()[0]})"
+
+
 def failure_messages(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     """The step and run failure messages of a run, in order."""
     messages: list[str] = []
@@ -154,7 +165,7 @@ def failure_messages(instance: dg.DagsterInstance, run_id: str) -> list[str]:
             if data.user_failure_data is not None and data.user_failure_data.description:
                 messages.append(f"{event.step_key}: {data.user_failure_data.description}")
             elif data.error is not None:
-                messages.append(f"{event.step_key}: {data.error.message.strip()}")
+                messages.append(f"{event.step_key}: {_root_cause(data.error)}")
         elif event.event_type == dg.DagsterEventType.RUN_FAILURE and not messages:
             messages.append(record.message or "run failed")
     return messages
@@ -163,6 +174,7 @@ def failure_messages(instance: dg.DagsterInstance, run_id: str) -> list[str]:
 # --- re-execution, cancel and idempotent starts --------------------------------------------------
 
 FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
+WILL_RETRY_TAG = "dagster/will_retry"
 
 
 class LaunchRefused(Exception):
@@ -187,6 +199,28 @@ def launch(
         raise LaunchRefused(str(error)) from error
 
 
+def fail_if_dead(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterRun:
+    """Mark an in-progress run whose worker is gone FAILURE, so it can be resumed; return it.
+
+    Without a daemon nothing else would ever notice (docs/durability.md, "Crashes, one by one").
+    The run is tagged not to be retried automatically: the caller resumes it itself, and a
+    daemon must not resume it a second time. Storing the failure computes that tag from the retry
+    policy, so it is overwritten right after (a daemon polls every few seconds; this takes
+    milliseconds).
+    """
+    from airwave_dagster.durability.run_launcher import dead_worker_reason
+
+    reason = dead_worker_reason(instance, run)
+    if reason is None:
+        return run
+    instance.report_run_failed(
+        run, message=f"{reason}; marked FAILURE by the airwave CLI so it can be resumed"
+    )
+    instance.add_run_tags(run.run_id, {WILL_RETRY_TAG: "false"})
+    refreshed = instance.get_run_by_id(run.run_id)
+    return refreshed if refreshed is not None else run
+
+
 def _location_and_job(context: BaseWorkspaceRequestContext, job_name: str) -> tuple[Any, RemoteJob]:
     return context.get_code_location(LOCATION_NAME), remote_job(context, job_name)
 
@@ -201,6 +235,7 @@ def resume(
     parent = instance.get_run_by_id(run_id)
     if parent is None:
         raise LaunchRefused(f"no run {run_id}")
+    parent = fail_if_dead(instance, parent)
     if parent.status.value not in ("FAILURE", "CANCELED"):
         hint = (
             "it finished; nothing to resume"
@@ -266,6 +301,7 @@ def cancel(
     runs are never resumed automatically (run retries only follow failures).
     """
     from airwave_dagster.durability.run_launcher import (
+        dead_worker_reason,
         launched_locally,
         process_alive,
         worker_pid,
@@ -279,7 +315,13 @@ def cancel(
     instance.add_run_tags(run_id, {CANCEL_REASON_TAG: reason[:500]})
     instance.report_engine_event(f"Cancel requested: {reason}", run)
     terminated = False
-    if run.status.value in ("QUEUED", "NOT_STARTED"):
+    gone = dead_worker_reason(instance, run)
+    if gone is not None:
+        # Nothing is left to stop: asking a vanished code server and then waiting for the run to
+        # end on its own is what made this take a minute.
+        instance.report_run_canceled(run, message=f"Canceled ({gone}): {reason}")
+        terminated = True
+    elif run.status.value in ("QUEUED", "NOT_STARTED"):
         instance.report_run_canceled(run, message=f"Canceled before it started: {reason}")
         terminated = True
     else:
@@ -329,12 +371,72 @@ def start_idempotent(
         if not force:
             existing = _existing_run(instance, slot.recorded_run_id(), key)
             if existing is not None:
-                return existing, False
+                latest = fail_if_dead(instance, _latest_in_tree(instance, existing))
+                if not _resumable_by_start(instance, latest):
+                    return existing, False
+                resumed = resume(instance, context, latest.run_id)
+                slot.record(resumed.run_id, job_name)
+                return resumed, True
         run = create_run(
             instance, context, job_name, run_config, {**tags, IDEMPOTENCY_TAG: key[:200]}
         )
         slot.record(run.run_id, job_name)
     return launch(instance, context, run), True
+
+
+def submit_idempotent(
+    instance: dg.DagsterInstance,
+    server: Webserver,
+    *,
+    key: str,
+    job_name: str,
+    run_config: Mapping[str, object],
+    tags: Mapping[str, str],
+    force: bool = False,
+) -> tuple[dg.DagsterRun, bool]:
+    """`start_idempotent` through a running webserver instead of a code server of our own.
+
+    Raises:
+        LaunchRefused: The webserver refused the run (its reason is the message).
+    """
+    from airwave_dagster.cli.webserver import SubmissionRefused
+
+    with open_project_stores().runs.slot(key) as slot:
+        if not force:
+            existing = _existing_run(instance, slot.recorded_run_id(), key)
+            if existing is not None:
+                return existing, False
+        try:
+            run_id = server.submit(job_name, run_config, {**tags, IDEMPOTENCY_TAG: key[:200]})
+        except SubmissionRefused as error:
+            raise LaunchRefused(str(error)) from error
+        slot.record(run_id, job_name)
+    run = instance.get_run_by_id(run_id)
+    assert run is not None, run_id
+    return run, True
+
+
+def _latest_in_tree(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterRun:
+    """The most recently created run of `run`'s tree: the one whose outcome is the key's."""
+    tree = run_tree(instance, run.run_id) or [run]
+
+    def created(candidate: dg.DagsterRun) -> float:
+        record = instance.get_run_record_by_id(candidate.run_id)
+        return record.create_timestamp.timestamp() if record is not None else 0.0
+
+    return max(tree, key=created)
+
+
+def _resumable_by_start(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+    """Whether starting the same content again should resume `run` rather than return it.
+
+    A failed run is resumed (a dead worker, Plex down, a crash: the same content asks for the
+    same finished lineup), unless the daemon has said it will retry it itself. Successful,
+    canceled and in-progress runs are returned as they are.
+    """
+    if run.status.value != "FAILURE":
+        return False
+    return not (run.tags.get(WILL_RETRY_TAG) == "true" and daemon_running(instance))
 
 
 def _existing_run(
@@ -349,7 +451,6 @@ def _existing_run(
     return tagged[0] if tagged else None
 
 
-WILL_RETRY_TAG = "dagster/will_retry"
 _RETRY_DECISION_SECONDS = 60.0
 
 

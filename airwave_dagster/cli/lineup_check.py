@@ -10,12 +10,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-INPUT_REFUSED = 3
-"""Exit code of a refused lineup file (1 is a failed run, 2 is click's usage error)."""
+from airwave_dagster.cli.console import ExitCode
 
 
 def refuse_invalid_lineup(path: Path) -> None:
-    """Exit with INPUT_REFUSED, printing every problem, if the lineup file at `path` is invalid.
+    """Exit with `ExitCode.INPUT_REFUSED`, listing every problem, if the lineup file is invalid.
 
     A path that cannot be read is left to the import itself, which reports it.
 
@@ -36,6 +35,6 @@ def refuse_invalid_lineup(path: Path) -> None:
     except AirwaveError as error:
         print(f"error: {error}", file=sys.stderr)
         print("input refused: nothing was started or written", file=sys.stderr)
-        sys.exit(INPUT_REFUSED)
+        sys.exit(ExitCode.INPUT_REFUSED)
     except OSError:
         return

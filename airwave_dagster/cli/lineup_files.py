@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from airwave_dagster.cli import console, environment
+from airwave_dagster.cli import console, environment, webserver
 from airwave_dagster.cli.lineup_check import refuse_invalid_lineup
 from airwave_dagster.run_tags import (
     DRY_RUN_TAG,
@@ -30,15 +31,30 @@ def _report_for(run_id: str) -> dict[str, Any] | None:
     return stored_report(console.instance(), run_id, environment.exported_database_url())
 
 
-def _progress(stores: Stores, run_id: str) -> tuple[int, int | None]:
-    done = 0
+def _progress(stores: Stores, run_ids: list[str]) -> console.Snapshot:
+    """Channels built and failed so far over a run tree (a resume replays its parent's plan)."""
     total: int | None = None
-    for row in stores.channels.traces(run_id):
-        if row["phase"] == "plan" and row["output"]:
-            total = row["output"]["counts"]["to_create"]
-        elif row["phase"] == "channel" and row["step_name"] == "buildChannel":
-            done += 1
-    return done, total
+    built: set[int] = set()
+    failed: set[int] = set()
+    for run_id in run_ids:
+        for row in stores.channels.traces(run_id):
+            if row["phase"] == "plan" and row["output"]:
+                total = row["output"]["counts"]["to_create"]
+            elif row["phase"] == "channel" and row["step_name"] == "buildChannel":
+                # Every failed attempt is traced; a channel counts as failed only until a later
+                # attempt builds it.
+                (failed if row["status"] == "failed" else built).add(row["channel_number"])
+    return console.Snapshot(built=len(built), failed=len(failed - built), total=total)
+
+
+def import_progress(instance: Any, run_id: str) -> console.Progress:
+    """The progress reader of an `import_lineup` run and of the runs that resume it."""
+    from airwave_dagster.cli import launcher
+
+    stores = environment.open_project_stores()
+    return lambda: _progress(
+        stores, [r.run_id for r in launcher.run_tree(instance, run_id)] or [run_id]
+    )
 
 
 def _import_run_config(
@@ -60,12 +76,10 @@ def _read_lineup_text(path: Path) -> tuple[bytes, str]:
     from airwave_dagster.domain.errors import AirwaveError
     from airwave_dagster.domain.lineup_file import check_lineup_size, parse_lineup
 
-    if not path.exists():
-        console.fail(f"{path}: no such file")
     try:
         check_lineup_size(path.stat().st_size, source=path.name)
     except AirwaveError as error:
-        console.fail(str(error))
+        console.fail(str(error), console.ExitCode.INPUT_REFUSED)
     raw = path.read_bytes()
     try:
         return raw, raw.decode("utf-8")
@@ -75,7 +89,7 @@ def _read_lineup_text(path: Path) -> tuple[bytes, str]:
         try:
             parse_lineup(raw, source=path.name)
         except AirwaveError as error:
-            console.fail(str(error))
+            console.fail(str(error), console.ExitCode.INPUT_REFUSED)
         raise
 
 
@@ -104,33 +118,53 @@ def run_import(
     tags = {LINEUP_TAG: path.name, DRY_RUN_TAG: str(dry_run).lower()}
     key = idempotency_key or import_key(raw, dry_run=dry_run, select=select)
     instance = console.instance()
-    stores = environment.open_project_stores()
-    with launcher.workspace(instance) as context:
+    server = webserver.find(Path(instance.root_directory))
+    with ExitStack() as stack:
+        # Without a webserver the run is launched by a code server started here, which must
+        # outlive the run when there is no daemon: the wait happens inside this block.
         try:
-            run, created = launcher.start_idempotent(
-                instance,
-                context,
-                key=key,
-                job_name=IMPORT_LINEUP_JOB,
-                run_config=run_config,
-                tags=tags,
-                force=force,
-            )
+            if server is not None:
+                run, created = launcher.submit_idempotent(
+                    instance,
+                    server,
+                    key=key,
+                    job_name=IMPORT_LINEUP_JOB,
+                    run_config=run_config,
+                    tags=tags,
+                    force=force,
+                )
+            else:
+                context = stack.enter_context(launcher.workspace(instance))
+                run, created = launcher.start_idempotent(
+                    instance,
+                    context,
+                    key=key,
+                    job_name=IMPORT_LINEUP_JOB,
+                    run_config=run_config,
+                    tags=tags,
+                    force=force,
+                )
         except launcher.LaunchRefused as error:
-            console.fail(str(error))
+            console.fail(str(error), console.ExitCode.CONFLICT)
         if not created:
             console.stderr.print(
                 f"run {run.run_id} already imports this content ({run.status.value}); "
                 "returning it (--force starts another)",
                 highlight=False,
             )
+        elif run.parent_run_id is not None:
+            console.stderr.print(
+                f"run {run.parent_run_id} imported this content and failed or died; "
+                f"resuming it as run {run.run_id}",
+                highlight=False,
+            )
         if not wait:
             console.stdout.print(
                 f"{'started' if created else 'existing'} run {run.run_id}", highlight=False
             )
-            return 0
+            return console.ExitCode.OK
         console.stderr.print(f"run {run.run_id}: waiting for it to finish", highlight=False)
-        console.wait_showing_progress(instance, run.run_id, lambda: _progress(stores, run.run_id))
+        console.wait_showing_progress(instance, run.run_id, import_progress(instance, run.run_id))
     finished = launcher.follow(instance, run.run_id)
     if finished.run_id != run.run_id:
         console.stderr.print(
@@ -145,7 +179,7 @@ def run_import(
         console.stderr.print(
             f"run {finished.run_id} ended {finished.status.value}", highlight=False
         )
-        return 1
+        return console.ExitCode.RUN_FAILED
     if as_json:
         print(json.dumps({"run_id": finished.run_id, "status": "SUCCESS", "report": report}))
     else:
@@ -154,10 +188,38 @@ def run_import(
     return 0
 
 
+class NumberList(click.ParamType):
+    """Comma-separated channel numbers (`101,102`), checked before anything starts."""
+
+    name = "NUMBERS"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, list):
+            return value
+        try:
+            numbers = [int(part) for part in str(value).split(",") if part.strip()]
+        except ValueError:
+            self.fail(f"takes comma-separated channel numbers, got {value!r}", param, ctx)
+        if not numbers or any(n < 0 for n in numbers):
+            self.fail(f"takes comma-separated channel numbers, got {value!r}", param, ctx)
+        return numbers
+
+
+def _writable_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """`--output`: its folder must exist, so a typo fails before the database is read."""
+    if value is not None and not value.parent.is_dir():
+        raise click.BadParameter(f"{value.parent} is not an existing folder", ctx, param)
+    if value is not None and value.is_dir():
+        raise click.BadParameter(f"{value} is a folder; name a file", ctx, param)
+    return value
+
+
 @click.command("import")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Plan and resolve pools; write nothing.")
-@click.option("--select", "select", help="Only these file channel numbers, e.g. 101,102.")
+@click.option(
+    "--select", "select", type=NumberList(), help="Only these file channel numbers, e.g. 101,102."
+)
 @click.option("--wait", is_flag=True, help="Show progress and print the report at the end.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (implies --wait).")
 @click.option("--force", is_flag=True, help="Start a new run even if one exists for this content.")
@@ -168,26 +230,20 @@ def run_import(
 def import_command(
     path: Path,
     dry_run: bool,
-    select: str | None,
+    select: list[int] | None,
     wait: bool,
     as_json: bool,
     force: bool,
     idempotency_key: str | None,
 ) -> None:
     """Import a lineup file as a Dagster run of `import_lineup` (visible in the UI)."""
-    numbers: list[int] | None = None
-    if select is not None:
-        try:
-            numbers = [int(part) for part in select.split(",") if part.strip()]
-        except ValueError:
-            console.fail(f"--select takes comma-separated channel numbers, got {select!r}")
     refuse_invalid_lineup(path)  # before Postgres, the emulator or a run is started
     console.prepare(plex=True)
     sys.exit(
         run_import(
             path,
             dry_run=dry_run,
-            select=numbers,
+            select=select,
             wait=wait or as_json,
             as_json=as_json,
             force=force,
@@ -197,7 +253,12 @@ def import_command(
 
 
 @click.command("export")
-@click.option("--output", type=click.Path(path_type=Path), help="Write here instead of stdout.")
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    callback=_writable_file,
+    help="Write here instead of stdout.",
+)
 def export_command(output: Path | None) -> None:
     """Export every package and channel as a lineup v1 file."""
     from airwave_dagster.domain.lineup_file import dump_lineup
@@ -207,7 +268,10 @@ def export_command(output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
-        output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        try:
+            output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        except OSError as error:
+            console.fail(f"{output}: cannot write ({error.strerror})", console.ExitCode.CONFLICT)
         console.stderr.print(f"wrote {output}", highlight=False)
 
 

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-from typing import Any
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 from rich.table import Table
 
 from airwave_dagster.cli import console, environment
-from airwave_dagster.run_tags import CANCEL_REASON_TAG, IMPORT_LINEUP_JOB, LINEUP_TAG
+from airwave_dagster.run_tags import (
+    AI_LINEUP_JOB,
+    CANCEL_REASON_TAG,
+    IMPORT_LINEUP_JOB,
+    LINEUP_TAG,
+)
 
 
 def _instance() -> Any:
@@ -52,6 +59,46 @@ def step_states(instance: Any, run_id: str) -> dict[str, list[str]]:
     return {state: sorted(keys) for state, keys in sorted(states.items())}
 
 
+def refused(instance: Any, run_id: str, error: Exception) -> NoReturn:
+    """End a refused resume, re-execution or cancel: 5 when the run does not exist, else 4."""
+    missing = instance.get_run_by_id(run_id) is None
+    console.fail(str(error), console.ExitCode.NOT_FOUND if missing else console.ExitCode.CONFLICT)
+
+
+def _webserver(instance: Any) -> Any:
+    """The running webserver of this home (runs are then submitted at once), or None."""
+    from airwave_dagster.cli import webserver
+
+    return webserver.find(Path(instance.root_directory))
+
+
+def _check_resumable(instance: Any, run_id: str) -> None:
+    """Refuse a resume the webserver would refuse less clearly: no such run, or not finished."""
+    parent = instance.get_run_by_id(run_id)
+    if parent is None:
+        console.fail(f"no run {run_id}", console.ExitCode.NOT_FOUND)
+    if parent.status.value not in ("FAILURE", "CANCELED"):
+        hint = (
+            "it finished; nothing to resume"
+            if parent.status.value == "SUCCESS"
+            else "wait for it to finish, or cancel it first (`airwave runs cancel`)"
+        )
+        console.fail(f"run {run_id} is {parent.status.value}: {hint}", console.ExitCode.CONFLICT)
+
+
+def _through(instance: Any, run_id: str, submit: Callable[[], str]) -> Any:
+    """The run a webserver submission created, or the end of the command with its refusal."""
+    from airwave_dagster.cli import webserver
+
+    try:
+        child = submit()
+    except webserver.SubmissionRefused as error:
+        refused(instance, run_id, error)
+    run = instance.get_run_by_id(child)
+    assert run is not None, child
+    return run
+
+
 def _finish(instance: Any, run: Any, *, wait: bool, as_json: bool, verb: str) -> None:
     from airwave_dagster.cli import launcher
 
@@ -62,6 +109,14 @@ def _finish(instance: Any, run: Any, *, wait: bool, as_json: bool, verb: str) ->
             console.stdout.print(f"{verb} run {run.run_id}", highlight=False)
         return
     console.stderr.print(f"{verb} run {run.run_id}; waiting for it to finish", highlight=False)
+    if run.job_name == IMPORT_LINEUP_JOB:
+        from airwave_dagster.cli.lineup_files import import_progress
+
+        console.wait_showing_progress(instance, run.run_id, import_progress(instance, run.run_id))
+    elif run.job_name == AI_LINEUP_JOB:
+        from airwave_dagster.cli.ai_lineup import lineup_progress
+
+        console.wait_showing_progress(instance, run.run_id, lineup_progress(instance, run.run_id))
     final = launcher.follow(instance, run.run_id)
     report = _report(instance, final.run_id)
     if as_json:
@@ -71,7 +126,7 @@ def _finish(instance: Any, run: Any, *, wait: bool, as_json: bool, verb: str) ->
             console.stderr.print(message, highlight=False, markup=False)
         console.stdout.print(f"run {final.run_id}: {final.status.value}", highlight=False)
     if final.status.value != "SUCCESS":
-        sys.exit(1)
+        sys.exit(console.ExitCode.RUN_FAILED)
 
 
 @click.group("runs")
@@ -80,7 +135,7 @@ def runs_group() -> None:
 
 
 @runs_group.command("list")
-@click.option("--limit", default=20, show_default=True)
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def runs_list(limit: int, as_json: bool) -> None:
     """The most recent runs."""
@@ -88,8 +143,9 @@ def runs_list(limit: int, as_json: bool) -> None:
     rows = []
     for run in instance.get_runs(limit=limit):
         record = instance.get_run_record_by_id(run.run_id)
+        # ISO 8601 with the local offset: a time without one is ambiguous once it is shared.
         started = (
-            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.start_time))
+            datetime.fromtimestamp(record.start_time).astimezone().isoformat(timespec="seconds")
             if record and record.start_time
             else ""
         )
@@ -125,7 +181,7 @@ def runs_show(run_id: str, as_json: bool) -> None:
     instance = _instance()
     run = instance.get_run_by_id(run_id)
     if run is None:
-        console.fail(f"no run {run_id}")
+        console.fail(f"no run {run_id}", console.ExitCode.NOT_FOUND)
     steps = step_states(instance, run_id)
     failures = launcher.failure_messages(instance, run_id)
     report = _report(instance, run_id)
@@ -176,7 +232,7 @@ def runs_show(run_id: str, as_json: bool) -> None:
 @runs_group.command("resume")
 @click.argument("run_id")
 @click.option("--wait", is_flag=True, help="Wait for the resumed run and print its outcome.")
-@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON (implies --wait).")
 def runs_resume(run_id: str, wait: bool, as_json: bool) -> None:
     """Re-execute exactly what a failed or canceled run left undone.
 
@@ -186,30 +242,49 @@ def runs_resume(run_id: str, wait: bool, as_json: bool) -> None:
     from airwave_dagster.cli import launcher
 
     instance = _instance()
+    server = _webserver(instance)
+    if server is not None:
+        _check_resumable(instance, run_id)
+        run = _through(instance, run_id, lambda: server.reexecute(run_id, from_failure=True))
+        _finish(instance, run, wait=wait or as_json, as_json=as_json, verb="resumed as")
+        return
     with launcher.workspace(instance) as context:
         try:
             run = launcher.resume(instance, context, run_id)
         except launcher.LaunchRefused as error:
-            console.fail(str(error))
-        _finish(instance, run, wait=wait, as_json=as_json, verb="resumed as")
+            refused(instance, run_id, error)
+        _finish(instance, run, wait=wait or as_json, as_json=as_json, verb="resumed as")
 
 
 @runs_group.command("reexecute")
 @click.argument("run_id")
 @click.option("--all", "all_steps", is_flag=True, required=True, help="Every step (required).")
 @click.option("--wait", is_flag=True, help="Wait for the new run and print its outcome.")
-@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON (implies --wait).")
 def runs_reexecute(run_id: str, all_steps: bool, wait: bool, as_json: bool) -> None:
     """Run every step of a finished run's job again, with its config (nothing is replayed)."""
     from airwave_dagster.cli import launcher
 
     instance = _instance()
+    server = _webserver(instance)
+    if server is not None:
+        parent = instance.get_run_by_id(run_id)
+        if parent is None:
+            console.fail(f"no run {run_id}", console.ExitCode.NOT_FOUND)
+        if not parent.is_finished:
+            console.fail(
+                f"run {run_id} is {parent.status.value}: wait for it or cancel it",
+                console.ExitCode.CONFLICT,
+            )
+        run = _through(instance, run_id, lambda: server.reexecute(run_id, from_failure=False))
+        _finish(instance, run, wait=wait or as_json, as_json=as_json, verb="re-executed as")
+        return
     with launcher.workspace(instance) as context:
         try:
             run = launcher.reexecute_all(instance, context, run_id)
         except launcher.LaunchRefused as error:
-            console.fail(str(error))
-        _finish(instance, run, wait=wait, as_json=as_json, verb="re-executed as")
+            refused(instance, run_id, error)
+        _finish(instance, run, wait=wait or as_json, as_json=as_json, verb="re-executed as")
 
 
 @runs_group.command("cancel")
@@ -232,7 +307,7 @@ def runs_cancel(run_id: str, reason: str, as_json: bool) -> None:
     try:
         run, changed, released = launcher.cancel(instance, run_id, reason)
     except launcher.LaunchRefused as error:
-        console.fail(str(error))
+        refused(instance, run_id, error)
     if as_json:
         print(
             json.dumps(

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from airwave_dagster.cli import console, environment
+from airwave_dagster.cli import console, environment, webserver
+from airwave_dagster.cli.serve import check_bind
 
 
 @click.group("db")
@@ -32,12 +33,14 @@ def db_upgrade() -> None:
 
 @db_group.command("stop")
 def db_stop() -> None:
-    """Stop the private PostgreSQL server and the Plex emulator started by this project."""
-    stopped = environment.stop_private_postgres()
-    environment.stop_plex_emulator()
+    """Stop everything this home started: the private PostgreSQL server and the Plex emulator."""
+    home = environment.airwave_home()
+    stopped = environment.stop_private_postgres(home)
+    emulator = environment.stop_plex_emulator(home)
     console.stdout.print(
         "stopped the private PostgreSQL" if stopped else "no private PostgreSQL running"
     )
+    console.stdout.print("stopped the Plex emulator" if emulator else "no Plex emulator running")
 
 
 @click.command("plex-emulator")
@@ -57,12 +60,19 @@ def plex_emulator_command(
 
 
 @click.command("dev")
-@click.option("--port", default=3000, show_default=True)
-def dev_command(port: int) -> None:
-    """Run the Dagster UI, daemon and code server on 127.0.0.1 (private Postgres by default)."""
+@click.option("--host", default="127.0.0.1", show_default=True, help="UI bind address.")
+@click.option("--port", default=3000, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow binding beyond loopback (the UI has no authentication; see docs/deploy.md).",
+)
+def dev_command(host: str, port: int, allow_remote: bool) -> None:
+    """Run the Dagster UI, daemon and code server (`dagster dev`; private Postgres by default)."""
+    check_bind(host, port, allow_remote)
     env = console.prepare(plex=True)
     console.stderr.print(
-        f"Dagster UI on http://127.0.0.1:{port} (DAGSTER_HOME={env.dagster_home})",
+        f"Dagster UI on http://{host}:{port} (DAGSTER_HOME={env.dagster_home})",
         highlight=False,
     )
     # A shell that started us in the background may have left SIGINT/SIGTERM ignored; dagster dev
@@ -70,8 +80,13 @@ def dev_command(port: int) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     dagster = str(Path(sys.executable).parent / "dagster")
-    os.chdir(environment.project_root())
+    # `airwave import`, `lineup` and `runs …` find this server here and submit through it.
+    webserver.announce(env.dagster_home, port)
+    workspace = environment.workspace_file(env.home)
+    # The home, not the checkout: dagster dev may write next to its working directory, and an
+    # installed package has no checkout.
+    os.chdir(env.home)
     os.execv(
         dagster,
-        [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        [dagster, "dev", "-w", str(workspace), "-h", host, "-p", str(port)],
     )

@@ -71,6 +71,41 @@ def launched_locally(run: dg.DagsterRun) -> bool:
     return bool(info.get("socket")) or info.get("host") in _LOCAL_HOSTS
 
 
+def worker_health(instance: dg.DagsterInstance, run: dg.DagsterRun) -> CheckRunHealthResult:
+    """Whether `run`'s worker is alive, as far as this machine can tell.
+
+    FAILED only when the worker was launched on this machine and its pid (from the event log) no
+    longer names a live process; RUNNING whenever the answer is not known, so a caller never
+    fails a run it cannot see.
+    """
+    if not launched_locally(run):
+        return CheckRunHealthResult(WorkerStatus.RUNNING, "worker not on this machine")
+    pid = worker_pid(instance, run.run_id)
+    if pid is None:
+        return CheckRunHealthResult(WorkerStatus.RUNNING, "worker pid not reported yet")
+    if process_alive(pid):
+        return CheckRunHealthResult(WorkerStatus.RUNNING, run_worker_id=str(pid))
+    return CheckRunHealthResult(
+        WorkerStatus.FAILED,
+        f"run worker process {pid} is gone (killed or crashed)",
+        run_worker_id=str(pid),
+    )
+
+
+def dead_worker_reason(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str | None:
+    """Why an in-progress run can never finish (its worker is gone), or None.
+
+    Only STARTING and STARTED runs are judged: a queued run has no worker yet and a finished one
+    needs none.
+    """
+    if run.status not in (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED):
+        return None
+    health = worker_health(instance, run)
+    if health.status != WorkerStatus.FAILED:
+        return None
+    return health.msg or "run worker is gone"
+
+
 class AirwaveRunLauncher(DefaultRunLauncher):
     """`DefaultRunLauncher` plus a run-worker health check for workers on this machine."""
 
@@ -81,15 +116,4 @@ class AirwaveRunLauncher(DefaultRunLauncher):
 
     def check_run_worker_health(self, run: dg.DagsterRun) -> CheckRunHealthResult:
         """FAILED when this machine's run worker process is gone; RUNNING when unknowable."""
-        if not launched_locally(run):
-            return CheckRunHealthResult(WorkerStatus.RUNNING, "worker not on this machine")
-        pid = worker_pid(self._instance, run.run_id)
-        if pid is None:
-            return CheckRunHealthResult(WorkerStatus.RUNNING, "worker pid not reported yet")
-        if process_alive(pid):
-            return CheckRunHealthResult(WorkerStatus.RUNNING, run_worker_id=str(pid))
-        return CheckRunHealthResult(
-            WorkerStatus.FAILED,
-            f"run worker process {pid} is gone (killed or crashed)",
-            run_worker_id=str(pid),
-        )
+        return worker_health(self._instance, run)

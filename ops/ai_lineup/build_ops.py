@@ -39,7 +39,7 @@ from ops.ai_lineup.reporting import assemble_report, report_metadata
 from ops.library_assets import (
     AI_LINEUP_KEY,
 )
-from ops.steps import claimant, mapping_key, trace_identity, versioned_op
+from ops.steps import claimant, mapping_key, root_cause_failure, trace_identity, versioned_op
 from resources.ai_toolbox import library_sizes
 from resources.database import DatabaseResource
 from resources.llm import (
@@ -219,6 +219,10 @@ def build_ai_channel(
             **usage_columns(model, usage, settings.prices, cost=meter.cost_by_model.get(model)),
         )
         raise dg.Failure(description=f"channel {task.numbered.number}: {error}") from error
+    except dg.DagsterError:
+        raise
+    except Exception as error:
+        raise root_cause_failure(f"channel {task.numbered.number}", error) from error
     usage = result.usage.get(model, Usage()) if settings.provider == "anthropic" else Usage()
     status = {"created": "ok", "skipped": "skipped", "failed": "failed"}[result.status]
     _trace(

@@ -147,6 +147,16 @@ def channel_status(channel: ChannelResult) -> str:
     return "created (disabled)" if channel.disabled else "created"
 
 
+def failure_message(channel: PlannedChannel, cause: str, run_id: str) -> str:
+    """What a failed build tells the operator: which channel, why, and how to finish the run."""
+    package = f" in package {channel.package_key}" if channel.package_key else ""
+    return (
+        f'channel {channel.assigned_number} "{channel.name}"{package} failed: {cause}. '
+        f"Channels already built are kept; finish the run with `airwave runs resume {run_id}` "
+        "(or Re-execute > From failure in the UI), which builds only what is missing."
+    )
+
+
 def outcome_rows(report: ImportReport) -> list[dict[str, str | int | None]]:
     """One row per channel of the report, by number, with `OUTCOME_COLUMNS` as keys."""
     rows: list[dict[str, str | int | None]] = []

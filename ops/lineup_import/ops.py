@@ -21,6 +21,8 @@ from ops.lineup_import.checkpoints import (
     ImportReport,
     PackagesResult,
     PlannedImport,
+    channel_status,
+    failure_message,
     outcome_table,
 )
 from ops.steps import claimant, mapping_key, trace_identity, versioned_op
@@ -224,7 +226,10 @@ def build_channel(
     try:
         apply_channel(step, task, stores, plex, result, started)
     except BuildError as error:
-        raise dg.Failure(description=str(error)) from error
+        raise dg.Failure(
+            description=failure_message(planned, str(error), context.run_id),
+            metadata={"channel": planned.assigned_number, "cause": str(error)},
+        ) from error
     except Exception as error:
         # Failed attempts are traced too, so the trace shows every attempt, not only the last.
         trace(
@@ -240,7 +245,15 @@ def build_channel(
             error=f"{type(error).__name__}: {error}"[:2000],
             started_at=started,
         )
-        raise
+        if isinstance(error, dg.DagsterError):
+            raise
+        # A Failure still goes through the retry policy; its description is what the run page
+        # shows for the step, so it names the channel and the way to resume, not only a traceback.
+        cause = f"{type(error).__name__}: {error}".strip()
+        raise dg.Failure(
+            description=failure_message(planned, cause[:1000], context.run_id),
+            metadata={"channel": planned.assigned_number, "cause": cause[:1000]},
+        ) from error
     status: str = result.status
     if result.adopted:
         status = "adopted"
@@ -267,7 +280,8 @@ def build_channel(
             "number": planned.assigned_number,
             "pool_size": result.pool_size if result.pool_size is not None else -1,
             "schedule_slots": result.schedule_slots or 0,
-            "status": status,
+            # The same words as the report's table: a dry-run "would create", it never "created".
+            "status": channel_status(result) if status == "created" else status,
         }
     )
     return result

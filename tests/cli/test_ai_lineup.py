@@ -44,7 +44,7 @@ def _airwave(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
 def test_anthropic_without_a_key_is_refused_before_a_run_exists(cli_env, store) -> None:
     done = _airwave(cli_env, "lineup", "--provider", "anthropic", "--wait")
 
-    assert done.returncode == 2
+    assert done.returncode == 3  # input refused
     assert API_KEY_ENV in done.stderr and "--provider offline" in done.stderr
     assert "started" not in done.stdout
     assert store.counts()["channels"] == 0

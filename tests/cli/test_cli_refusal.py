@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from airwave_dagster.cli.lineup_check import INPUT_REFUSED
+from airwave_dagster.cli.console import ExitCode
 from bench import hostile_lineups
 
 AIRWAVE = str(Path(sys.executable).parent / "airwave")
@@ -63,7 +63,7 @@ def test_a_refused_file_answers_fast_with_exit_3_and_starts_nothing(
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
-    assert done.returncode == INPUT_REFUSED == 3, done.stderr
+    assert done.returncode == ExitCode.INPUT_REFUSED == 3, done.stderr
     assert "bad.json" in done.stderr
     assert words in done.stderr
     assert "input refused" in done.stderr

@@ -27,3 +27,28 @@ def test_ui_launches_an_import_with_typed_config(fresh: Dev, store) -> None:
     assert report["lineup_name"] == "from-the-ui.json"
     assert report["dry_run"] is True
     assert store.counts()["channels"] == 0
+
+
+@pytest.mark.timeout(900)  # three CLI processes and a run; each CLI start is slow on a busy box
+def test_cli_submits_through_the_running_webserver(fresh: Dev, tmp_path) -> None:
+    code_server_log = fresh.workdir / "home" / "logs" / "code-server.log"
+    before = code_server_log.stat().st_size if code_server_log.exists() else 0
+    path = lineups.write(tmp_path, lineups.genre_lineup(1, first_number=500), "quick.json")
+
+    started = fresh.airwave("import", str(path), "--dry-run")
+
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.split()[-1]
+    run = fresh.instance.get_run_by_id(run_id)
+    assert run is not None and run.job_name == "import_lineup"
+    # No code server of the CLI's own was started: the webserver's took the run.
+    after = code_server_log.stat().st_size if code_server_log.exists() else 0
+    assert after == before
+    finished = launcher.wait_for_run(fresh.instance, run_id)
+    assert finished.status == dg.DagsterRunStatus.SUCCESS
+
+    missing = fresh.airwave("runs", "resume", "00000000-0000-0000-0000-000000000000")
+    assert missing.returncode == 5, missing.stderr
+    finished_already = fresh.airwave("runs", "resume", run_id)
+    assert finished_already.returncode == 4, finished_already.stderr
+    assert "nothing to resume" in finished_already.stderr

@@ -16,6 +16,7 @@ from ops.lineup_import.checkpoints import (
     ImportReport,
     PackagesResult,
     PlannedImport,
+    failure_message,
     outcome_rows,
     outcome_table,
 )
@@ -118,3 +119,11 @@ def test_unreadable_lineup_path_is_a_clear_failure(tmp_path) -> None:
         _read_lineup(ImportLineupConfig(lineup_path=str(tmp_path / "missing.json")))
     with pytest.raises(dg.Failure, match="needs `lineup_path` or `lineup_json`"):
         _read_lineup(ImportLineupConfig())
+
+
+def test_a_failed_build_names_the_channel_the_cause_and_the_resume_command() -> None:
+    channel = _planned(2).plan.creates()[1]
+    message = failure_message(channel, "OperationalError: server closed the connection", "r-1")
+    assert message.startswith(f'channel {channel.assigned_number} "{channel.name}"')
+    assert "failed: OperationalError: server closed the connection." in message
+    assert "`airwave runs resume r-1`" in message

@@ -36,7 +36,7 @@ def test_the_schedules_exist_run_by_default_and_target_their_jobs() -> None:
         assert schedule.execution_timezone == "UTC"
     jobs = {job.name for job in defs.resolve_all_job_defs()}
     assert jobs >= {j for j, _ in EXPECTED_SCHEDULES.values()} | {"follow_library"}
-    assert defs.resolve_job_def("extend_schedules").executor_def.name == "multiprocess"
+    assert defs.resolve_job_def("extend_schedules").executor_def.name == "fan_out"
     assert defs.resolve_assets_def(PLEX_LIBRARY_KEY).key == dg.AssetKey("plex_library")
     sensor = defs.resolve_sensor_def("follow_library_sensor")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING

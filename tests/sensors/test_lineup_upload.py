@@ -129,6 +129,11 @@ def test_invalid_file_is_rejected_with_the_reason(dagster_instance, tmp_path: Pa
     assert "$.channels[0].number" in reasons["bad.json.error.txt"]
     assert "bad.json" in reasons["bad.json.error.txt"]
     assert "broken.json" in reasons["broken.json.error.txt"]
+    # The skipped tick, which is what the UI shows for the uploads, names each file and why.
+    reason = result.skip_reason.skip_message if result.skip_reason else ""
+    assert "bad.json: rejected (invalid), moved to rejected/: " in reason
+    assert "$.channels[0].number" in reason
+    assert "broken.json: rejected (invalid)" in reason
 
 
 def test_oversized_symlinked_and_partial_files(dagster_instance, tmp_path: Path) -> None:

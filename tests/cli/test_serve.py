@@ -1,0 +1,215 @@
+"""`airwave serve`: three supervised processes, a restart after a crash, a clean stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import sqlalchemy as sa
+
+from airwave_dagster import settings
+from airwave_dagster.cli import environment, serve
+from tests.support import lineups
+from tests.support.dagster_dev import Dev, wait_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
+
+AIRWAVE = str(Path(sys.executable).parent / "airwave")
+RUN_STATUS = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _Served:
+    """A running `airwave serve` with its stdout collected line by line."""
+
+    def __init__(self, process: subprocess.Popen[str], port: int, home: Path) -> None:
+        self.process = process
+        self.dev = Dev(port=port, home=home, env={}, workdir=home, instance=None)
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def ready_lines(self) -> list[str]:
+        return [line for line in self.lines if line.startswith("ready:")]
+
+    def role_process(self, role: str) -> psutil.Process | None:
+        """The direct child running `role` (its argv names the Dagster entry point)."""
+        marker = {"code-server": "code-server", "webserver": "dagster-webserver"}.get(role, role)
+        for child in psutil.Process(self.process.pid).children():
+            try:
+                if any(marker in part for part in child.cmdline()):
+                    return child
+            except psutil.NoSuchProcess:
+                continue
+        return None
+
+    def run_import(self, channels: int) -> str:
+        run_id = self.dev.launch_import(lineups.genre_lineup(channels))
+
+        def finished() -> str | None:
+            status = self.dev.graphql(RUN_STATUS, {"id": run_id})["runOrError"].get("status")
+            return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
+
+        assert wait_for(finished, 240, f"run {run_id} to finish", poll=1) == "SUCCESS"
+        return run_id
+
+
+@pytest.fixture
+def plex() -> Iterator[Any]:
+    from airwave_dagster.emulators.plex import start_emulator
+
+    with start_emulator(items=400, seed=11) as handle:
+        yield handle
+
+
+SERVE_SCHEMA = "dagster_serve"
+
+
+def _reset_schema(database_url: str) -> None:
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"DROP SCHEMA IF EXISTS {SERVE_SCHEMA} CASCADE"))
+        conn.execute(sa.text(f"CREATE SCHEMA {SERVE_SCHEMA}"))
+    engine.dispose()
+
+
+@pytest.fixture
+def served(clean_db: str, plex: Any, tmp_path: Path) -> Iterator[_Served]:
+    # Its own Dagster storage: the suite's shared `airwave dev` runs a daemon too, and two
+    # daemons on one instance dequeue each other's runs.
+    _reset_schema(clean_db)
+    port = _free_port()
+    env = {
+        **os.environ,
+        "AIRWAVE_HOME": str(tmp_path / "home"),
+        settings.DATABASE_URL_ENV: clean_db,
+        settings.DAGSTER_PG_URL_ENV: environment.with_search_path(clean_db, SERVE_SCHEMA),
+        settings.PLEX_URL_ENV: plex.url,
+        settings.PLEX_TOKEN_ENV: plex.token,
+    }
+    env.pop("DAGSTER_HOME", None)
+    process = subprocess.Popen(
+        [AIRWAVE, "serve", "--port", str(port), "--code-server-port", str(_free_port())],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "serve.stderr").open("w"),
+        text=True,
+        start_new_session=True,
+    )
+    running = _Served(process, port, tmp_path / "home")
+    try:
+        yield running
+    finally:
+        if process.poll() is None:
+            # Children first: each runs in its own session, out of reach of killpg.
+            for child in psutil.Process(process.pid).children(recursive=True):
+                child.kill()
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+# Two real runs on a shared 2-core machine, plus three Dagster processes starting twice.
+@pytest.mark.timeout(900)
+def test_serve_restarts_a_dead_code_server_and_stops_everything_on_sigterm(
+    served: _Served, tmp_path: Path
+) -> None:
+    wait_for(served.ready_lines, 300, "the ready: line", poll=0.5)
+    assert "Dagster UI on http://127.0.0.1:" in served.ready_lines()[0]
+    roles = {role: served.role_process(role) for role in serve.ROLES}
+    assert all(roles.values()), roles
+    # Every log named in the module docstring exists under the home.
+    for role in serve.ROLES:
+        assert (served.dev.home / "logs" / f"{role}.log").exists()
+
+    served.run_import(2)
+
+    old = roles["code-server"]
+    assert old is not None
+    old.kill()
+
+    def replaced() -> psutil.Process | None:
+        now = served.role_process("code-server")
+        return now if now is not None and now.pid != old.pid else None
+
+    wait_for(replaced, 60, "a new code server process")
+    assert "restarted code-server" in (tmp_path / "serve.stderr").read_text()
+    # The supervisor has the webserver reload the location from the new server; no test help.
+    base = f"http://127.0.0.1:{served.dev.port}"
+    wait_for(lambda: serve.location_loaded(base), 180, "the location to load again", poll=1)
+    served.run_import(3)
+
+    everything = psutil.Process(served.process.pid).children(recursive=True)
+    assert len(everything) >= 3
+    os.kill(served.process.pid, signal.SIGTERM)
+    assert served.process.wait(timeout=90) == 0
+    _gone, alive = psutil.wait_procs(everything, timeout=30)
+    assert not alive, [p.pid for p in alive]
+    assert "stopped code-server, webserver, daemon" in (tmp_path / "serve.stderr").read_text()
+
+
+def test_serve_refuses_a_remote_bind_without_allow_remote() -> None:
+    result = subprocess.run(
+        [AIRWAVE, "serve", "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "no authentication" in result.stderr
+
+
+def test_dev_refuses_a_remote_bind_without_allow_remote() -> None:
+    result = subprocess.run(
+        [AIRWAVE, "dev", "--host", "192.0.2.1"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "refusing to bind 192.0.2.1" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("::1", True), ("localhost", True), ("0.0.0.0", False), ("nas", False)],
+)
+def test_is_loopback(host: str, loopback: bool) -> None:
+    assert serve.is_loopback(host) is loopback
+
+
+def test_grpc_workspace_names_the_code_server() -> None:
+    workspace = json.loads(serve.grpc_workspace("127.0.0.1", 4266))
+    assert workspace == {
+        "load_from": [
+            {"grpc_server": {"host": "127.0.0.1", "port": 4266, "location_name": "airwave"}}
+        ]
+    }
+
+
+def test_backoff_grows_and_is_bounded(tmp_path: Path) -> None:
+    service = serve.Service("x", [sys.executable, "-c", "raise SystemExit(3)"], tmp_path / "x.log")
+    delays = []
+    now = time.monotonic()
+    for _ in range(10):
+        service.restart_at = None
+        service.process = None
+        service.poll(now)
+        assert service.restart_at is not None
+        delays.append(service.restart_at - now)
+    assert delays[0] == pytest.approx(0.5)
+    assert delays == sorted(delays)
+    assert max(delays) == pytest.approx(30.0)

@@ -1,0 +1,136 @@
+"""`import_lineup` on celery workers (AIRWAVE_EXECUTOR=celery) over the machine's real brokers.
+
+The run is started by the CLI with no daemon (`alone`), its steps go to a queue of the test's
+own, and `airwave worker` processes with their own working directory and home take them. Step
+outputs, claims and the event log travel through Postgres only.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from airwave_dagster import settings
+from tests.support import lineups
+from tests.support.celery_workers import (
+    AMQP_URL,
+    REDIS_URL,
+    require_broker,
+    start_workers,
+    unique_queue,
+)
+from tests.support.dagster_dev import AIRWAVE, wait_for
+from tests.support.standalone import CHANNELS, airwave, assert_exactly_once, build_keys
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.plex,
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(600),  # code server, run worker and two workers start on a busy machine
+]
+
+
+def _celery_env(alone: dict[str, Any], broker: str) -> dict[str, str]:
+    require_broker(broker)
+    return {
+        **alone["env"],
+        settings.EXECUTOR_ENV: "celery",
+        settings.CELERY_BROKER_ENV: broker,
+        settings.CELERY_QUEUE_ENV: unique_queue(),
+    }
+
+
+def _worker_of_each_step(instance: Any, run_id: str) -> dict[str, str]:
+    """Step key → the celery worker that reported executing it (the last one, if several)."""
+    taken: dict[str, str] = {}
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+        event = record.dagster_event
+        if event is None or "in celery worker" not in (record.message or ""):
+            continue
+        worker = event.engine_event_data.metadata.get("Celery worker")
+        if event.step_key and worker is not None:
+            taken[event.step_key] = str(worker.value)
+    return taken
+
+
+def test_an_import_on_two_celery_workers_builds_every_channel_once(
+    alone: dict[str, Any], clean_db: str
+) -> None:
+    env = _celery_env(alone, REDIS_URL)
+    workers = start_workers(
+        env, alone["tmp"], 2, concurrency=2, queue=env[settings.CELERY_QUEUE_ENV]
+    )
+    try:
+        path = lineups.write(alone["tmp"], lineups.genre_lineup(CHANNELS), "celery.json")
+        done = airwave(env, "import", str(path), "--json")
+    finally:
+        workers.stop()
+
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["status"] == "SUCCESS"
+    assert outcome["report"]["channels_created"] == CHANNELS
+    taken = _worker_of_each_step(alone["instance"], outcome["run_id"])
+    builds = {key for key in taken if key.startswith("build_channel[")}
+    assert len(builds) == CHANNELS, taken
+    assert set(taken.values()) == set(workers.names), "both workers took steps"
+    figures = assert_exactly_once(clean_db, [outcome["run_id"]], set(), set())
+    assert figures["duplicate_builds"] == 0
+
+
+def test_a_worker_killed_mid_build_loses_no_channel_and_repeats_no_finished_one(
+    alone: dict[str, Any], clean_db: str
+) -> None:
+    # RabbitMQ gives an unacknowledged step back the moment its worker's connection drops.
+    env = _celery_env(alone, AMQP_URL)
+    queue = env[settings.CELERY_QUEUE_ENV]
+    workers = start_workers(env, alone["tmp"], 2, concurrency=2, queue=queue)
+    instance = alone["instance"]
+    try:
+        path = lineups.write(alone["tmp"], lineups.genre_lineup(CHANNELS), "celery.json")
+        cli = subprocess.Popen(
+            [AIRWAVE, "import", str(path), "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        run = wait_for(lambda: next(iter(instance.get_runs(limit=1)), None), 120, "the run")
+
+        def victim_busy() -> set[str]:
+            succeeded = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS)
+            on_victim = {
+                key
+                for key, worker in _worker_of_each_step(instance, run.run_id).items()
+                if worker == workers.names[0] and key.startswith("build_channel[")
+            }
+            return on_victim - succeeded if len(succeeded) >= 1 else set()
+
+        in_flight = wait_for(victim_busy, 180, "a build running on worker 0", poll=0.05)
+        done_at_kill = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS)
+        workers.kill(0)
+        stdout, stderr = cli.communicate(timeout=400)
+    finally:
+        workers.stop()
+
+    run_ids = [run.run_id]
+    outcome = json.loads(stdout)
+    if outcome["status"] != "SUCCESS":  # the documented fallback: one command finishes it
+        resumed = airwave(env, "runs", "resume", run.run_id, "--wait", "--json")
+        assert resumed.returncode == 0, resumed.stderr
+        run_ids.append(json.loads(resumed.stdout)["run_id"])
+    assert cli.returncode in (0, 1), stderr
+
+    def numbers(keys: set[str]) -> set[int]:
+        return {int(key.split("[ch_")[1].rstrip("]")) for key in keys}
+
+    figures = assert_exactly_once(clean_db, run_ids, numbers(done_at_kill), numbers(in_flight))
+    print(  # noqa: T201 (the fault's figures, for the closing note)
+        f"celery worker SIGKILL: runs {len(run_ids)}, channels {CHANNELS}/{figures['channels']}, "
+        f"duplicate builds {figures['duplicate_builds']}, first run {outcome['status']}"
+    )

@@ -1,0 +1,196 @@
+"""The CLI as a user runs it without `airwave dev`: its own homes, no daemon, killable whole.
+
+The Dagster storage is a schema of its own (`dagster_alone`): the shared `airwave dev` of other
+tests keeps its daemon heartbeat in the default schema, and a daemon seen there would take the
+run through its queue and its own, still living, code server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import psycopg2
+import pytest
+import sqlalchemy as sa
+
+from airwave_dagster import settings
+from airwave_dagster.cli import environment, launcher
+from tests.support import lineups
+from tests.support.dagster_dev import AIRWAVE, STALE_SECONDS, wait_for
+
+CHANNELS = 8
+SCHEMA = "dagster_alone"
+
+
+@pytest.fixture
+def alone(
+    clean_db: str, slow_plex: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, Any]]:
+    """The environment of a user running the CLI with no daemon, and an instance on it."""
+    conn = psycopg2.connect(environment.libpq_dsn(clean_db))
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            # Runs of earlier tests would answer this test's idempotency keys.
+            cur.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+            cur.execute(f"CREATE SCHEMA {SCHEMA}")
+    finally:
+        conn.close()
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "AIRWAVE_HOME": str(tmp_path / "home"),
+        settings.DAGSTER_PG_URL_ENV: environment.with_search_path(clean_db, SCHEMA),
+        settings.PLEX_URL_ENV: slow_plex.url,
+        settings.PLEX_TOKEN_ENV: slow_plex.token,
+        "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
+    }
+    for name in ("DAGSTER_HOME", "AIRWAVE_HOME", settings.DAGSTER_PG_URL_ENV):
+        monkeypatch.setenv(name, env[name])
+    instance = dg.DagsterInstance.from_config(str(home))
+    assert not launcher.daemon_running(instance), "a daemon serves this test's private storage"
+    yield {"env": env, "instance": instance, "tmp": tmp_path}
+    instance.dispose()
+
+
+def airwave(env: dict[str, str], *args: str, timeout: float = 300) -> Any:
+    return subprocess.run(
+        [AIRWAVE, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def descendants(root: int) -> set[int]:
+    """Every process below `root`, from /proc (code servers may leave the process group)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[-1].split()[1])
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        children = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= children
+        frontier = children
+    return found
+
+
+def build_keys(instance: Any, run_id: str, kind: dg.DagsterEventType) -> set[str]:
+    return {
+        record.dagster_event.step_key
+        for record in instance.all_logs(run_id, of_type=kind)
+        if record.dagster_event is not None
+        and (record.dagster_event.step_key or "").startswith("build_channel[")
+    }
+
+
+def kill_import_mid_fan_out(alone: dict[str, Any]) -> tuple[str, Path, set[int], set[int]]:
+    """Start `airwave import --wait`, SIGKILL all of it mid fan-out.
+
+    Returns the run id, the lineup file, the channel numbers whose build had succeeded and those
+    in flight at the kill.
+    """
+    instance, env = alone["instance"], alone["env"]
+    path = lineups.write(alone["tmp"], lineups.genre_lineup(CHANNELS), "alone.json")
+    log = alone["tmp"] / "import.log"
+    with log.open("wb") as output:
+        cli = subprocess.Popen(
+            [AIRWAVE, "import", str(path), "--wait"],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        run = wait_for(
+            lambda: next(iter(instance.get_runs(limit=1)), None), 120, "the import's run"
+        )
+
+        def in_flight() -> bool:
+            assert cli.poll() is None, log.read_text(errors="replace")[-3000:]
+            done = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS)
+            started = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_START)
+            return len(done) >= 2 and bool(started - done)
+
+        wait_for(in_flight, 180, "two builds done and more in flight", poll=0.05)
+        victims = descendants(cli.pid)
+        os.killpg(cli.pid, signal.SIGKILL)
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    finally:
+        cli.wait(timeout=30)
+    done = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS)
+    started = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_START)
+
+    def numbers(keys: set[str]) -> set[int]:
+        return {int(key.split("[ch_")[1].rstrip("]")) for key in keys}
+
+    time.sleep(1.0)  # let the kernel reap; nothing of the run may write after this
+    status = instance.get_run_by_id(run.run_id).status
+    # The bug this guards: nothing is left to end the run, so without a command it stays so.
+    assert status == dg.DagsterRunStatus.STARTED, status
+    return run.run_id, path, numbers(done), numbers(started - done)
+
+
+def assert_exactly_once(
+    database_url: str, run_ids: list[str], done: set[int], in_flight: set[int]
+) -> dict[str, int]:
+    """Every planned channel once, enabled, unclaimed; work repeated only where it was killed."""
+    planned = sorted(c["number"] for c in lineups.genre_lineup(CHANNELS)["channels"])
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            channels = conn.execute(
+                sa.text("SELECT number, enabled, claim_run_id FROM airwave.channel ORDER BY number")
+            ).all()
+            work = Counter(
+                conn.execute(
+                    sa.text(
+                        "SELECT channel_number FROM airwave.import_trace "
+                        "WHERE run_id = ANY(:ids) AND phase = 'claim'"
+                    ),
+                    {"ids": run_ids},
+                ).scalars()
+            )
+    finally:
+        engine.dispose()
+    assert [row.number for row in channels] == planned, "every planned channel exactly once"
+    assert all(row.enabled for row in channels)
+    assert all(row.claim_run_id is None for row in channels), "no claim left behind"
+    assert sorted(work) == planned
+    repeated = {number: count - 1 for number, count in work.items() if count > 1}
+    assert not set(repeated) & done, f"a build that had finished ran again: {repeated}"
+    assert set(repeated) <= in_flight, repeated
+    return {"channels": len(channels), "duplicate_builds": sum(repeated.values())}
+
+
+def claims_held(database_url: str, run_id: str) -> int:
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return int(
+                conn.execute(
+                    sa.text("SELECT count(*) FROM airwave.channel WHERE claim_run_id = :run"),
+                    {"run": run_id},
+                ).scalar_one()
+            )
+    finally:
+        engine.dispose()

@@ -1,0 +1,97 @@
+"""The built wheel works anywhere: a fresh venv outside the checkout runs `airwave demo`.
+
+Nothing is configured (no AIRWAVE_*, PLEX_*, DAGSTER_HOME; HOME is a temporary folder), so the
+home is the platform's user data directory, and site-packages must come out of it untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _uv() -> str:
+    # The same uv `make` uses: on PATH, else the bootstrap copy. Missing is a failure, never a skip.
+    found = shutil.which("uv") or str(ROOT / ".airwave" / "bootstrap" / "bin" / "uv")
+    assert Path(found).exists(), "uv is needed to build the wheel (run `make .venv/.synced`)"
+    return found
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(path.relative_to(root)): (path.stat().st_size, path.stat().st_mtime_ns)
+        for path in root.rglob("*")
+        if path.is_file()
+    }
+
+
+def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
+    assert done.returncode == 0, f"{argv}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done
+
+
+@pytest.mark.timeout(2400)
+def test_wheel_runs_the_demo_from_a_fresh_venv_outside_the_checkout(tmp_path: Path) -> None:
+    uv = _uv()
+    dist = tmp_path / "dist"
+    _run([uv, "build", "--wheel", "--out-dir", str(dist), str(ROOT)])
+    (wheel,) = dist.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "airwave_dagster/deploy/dagster.yaml" in names
+    assert "airwave_dagster/deploy/workspace.yaml" in names
+
+    requirements = tmp_path / "requirements.txt"
+    exported = _run(
+        [uv, "export", "--frozen", "--no-dev", "--no-hashes", "--no-emit-project"], cwd=ROOT
+    )
+    requirements.write_text(exported.stdout)
+    venv = tmp_path / "venv"
+    _run([uv, "venv", "--python", sys.executable, str(venv)])
+    python = venv / "bin" / "python"
+    # Bytecode compiled at install, as a deployment would: importing must then write nothing.
+    _run([uv, "pip", "install", "--python", str(python), "--compile-bytecode",
+          "-r", str(requirements), str(wheel)])  # fmt: skip
+    site = Path(
+        _run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+        ).stdout.strip()
+    )
+    assert not (site / "airwave_dagster" / "deploy" / "dagster.yaml").is_symlink()
+    before = _snapshot(site)
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    user_home = tmp_path / "user"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AIRWAVE_", "PLEX_", "ANTHROPIC_", "DAGSTER_", "XDG_"))
+        and key not in ("VIRTUAL_ENV", "PYTHONPATH")
+    }
+    env["HOME"] = str(user_home)
+    airwave = str(venv / "bin" / "airwave")
+    try:
+        assert "version" in _run([airwave, "--version"], cwd=outside, env=env).stdout
+        demo = _run([airwave, "demo"], cwd=outside, env=env, timeout=2000)
+        assert "Import report" in demo.stdout
+    finally:
+        subprocess.run([airwave, "db", "stop"], cwd=outside, env=env, timeout=120, check=False)
+
+    home = user_home / ".local" / "share" / "airwave-dagster"
+    assert (home / "dagster_home" / "dagster.yaml").is_file(), "the home is the user data dir"
+    after = _snapshot(site)
+    added = sorted(set(after) - set(before))
+    changed = sorted(k for k in before.keys() & after.keys() if before[k] != after[k])
+    assert not added and not changed, f"written into site-packages: {(added + changed)[:20]}"
+    assert not list(outside.iterdir()), "nothing written into the working directory"
