@@ -76,9 +76,17 @@ def _seed_previous_lineup(store, source_id: str) -> None:
             )
 
 
-def _wait_for_interrupt(store, timeout: float = 600.0) -> Any:
+def _wait_for_interrupt(
+    store,
+    timeout: float = 600.0,
+    waiting: subprocess.Popen[bytes] | None = None,
+    log: Path | None = None,
+) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if waiting is not None and waiting.poll() is not None:
+            output = log.read_text(errors="replace")[-3000:] if log else ""
+            raise AssertionError(f"the lineup exited ({waiting.returncode}) first:\n{output}")
         with store.engine.connect() as conn:
             root = conn.execute(
                 sa.select(t.interrupt.c.root_run_id).order_by(t.interrupt.c.created_at.desc())
@@ -91,7 +99,7 @@ def _wait_for_interrupt(store, timeout: float = 600.0) -> Any:
 
 @pytest.mark.timeout(900)
 def test_plan_diff_then_eight_concurrent_approvals_have_one_winner(
-    synced, store, stub, cli_env
+    synced, store, stub, cli_env, tmp_path: Path
 ) -> None:
     env = {**cli_env, API_KEY_ENV: "stub-test-key", BASE_URL_ENV: stub.url}
     _seed_previous_lineup(store, synced)
@@ -99,13 +107,15 @@ def test_plan_diff_then_eight_concurrent_approvals_have_one_winner(
 
     # The user's terminal dies (kill -9) while the lineup waits: nothing holds the gate, so
     # the interrupt row survives and the approval still works.
-    waiting = subprocess.Popen(
-        [AIRWAVE, "lineup", "--provider", "anthropic", "--wait"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    interrupt = _wait_for_interrupt(store)
+    log = tmp_path / "lineup.log"
+    with log.open("wb") as output:
+        waiting = subprocess.Popen(
+            [AIRWAVE, "lineup", "--provider", "anthropic", "--wait"],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    interrupt = _wait_for_interrupt(store, waiting=waiting, log=log)
     os.kill(waiting.pid, signal.SIGKILL)
     waiting.wait(timeout=30)
     run_id = interrupt.run_id
