@@ -97,6 +97,7 @@ class _ShowFacts:
     """What an episode inherits from its show (plexapi episodes carry no studio or genres, G12)."""
 
     studio: str | None
+    network: str | None
     genres: tuple[str, ...]
     content_rating: str | None
 
@@ -291,6 +292,7 @@ class PlexClient:
                 show._autoReload = False  # see _search: no per-show reloads
                 facts[show.ratingKey] = _ShowFacts(
                     studio=show.studio,
+                    network=show.network,
                     genres=_tags(show._data, "Genre"),
                     content_rating=show.contentRating,
                 )
@@ -664,6 +666,7 @@ def _episode_item(video: Any, library_key: str, shows: dict[int, _ShowFacts]) ->
     return MediaItem(
         type="episode",
         studio=show.studio if show else None,
+        network=show.network if show else None,
         content_rating=video.contentRating or (show.content_rating if show else None),
         genres=show.genres if show else (),
         show_title=video.grandparentTitle,

@@ -2,10 +2,13 @@
 
 Nothing is configured (no AIRWAVE_*, PLEX_*, DAGSTER_HOME; HOME is a temporary folder), so the
 home is the platform's user data directory, and site-packages must come out of it untouched.
+This is also the suite's one test of `airwave demo` (`make demo` runs the same command from the
+checkout): it starts its own Postgres and Plex emulator, imports, and builds an offline lineup.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -81,14 +84,24 @@ def test_wheel_runs_the_demo_from_a_fresh_venv_outside_the_checkout(tmp_path: Pa
     }
     env["HOME"] = str(user_home)
     airwave = str(venv / "bin" / "airwave")
+    home = user_home / ".local" / "share" / "airwave-dagster"
     try:
         assert "version" in _run([airwave, "--version"], cwd=outside, env=env).stdout
         demo = _run([airwave, "demo"], cwd=outside, env=env, timeout=2000)
+        assert "Dry-run report (nothing was written)" in demo.stdout
         assert "Import report" in demo.stdout
+        assert "AI lineup report (offline)" in demo.stdout
+        exported = tmp_path / "exported.json"
+        _run([airwave, "export", "--output", str(exported)], cwd=outside, env=env)
+        channels = json.loads(exported.read_text())["channels"]
+        state = json.loads((home / "plex-emulator.json").read_text())
+        assert state["url"].startswith("http://127.0.0.1:"), "the demo's own emulator, loopback"
     finally:
         subprocess.run([airwave, "db", "stop"], cwd=outside, env=env, timeout=120, check=False)
 
-    home = user_home / ".local" / "share" / "airwave-dagster"
+    # The bundled lineup's 14 channels, and the demo's offline lineup of at most 12 (never fewer
+    # than 10: a channel whose pool fails the checks is dropped, not built).
+    assert 14 + 10 <= len(channels) <= 14 + 12, len(channels)
     assert (home / "dagster_home" / "dagster.yaml").is_file(), "the home is the user data dir"
     after = _snapshot(site)
     added = sorted(set(after) - set(before))

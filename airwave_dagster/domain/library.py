@@ -29,7 +29,8 @@ class MediaItem(BaseModel):
 
     Movies and episodes are playable; shows only appear in library snapshots. Optional fields are
     None when Plex does not carry them. Tag lists are the full lists Plex reports for the item
-    (for an episode, the show's genres).
+    (for an episode, the show's genres); an episode's `network` is its show's (Plex keeps the
+    network on the show only).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -44,6 +45,7 @@ class MediaItem(BaseModel):
     library_key: str | None = None
     summary: str | None = None
     studio: str | None = None
+    network: str | None = None
     content_rating: str | None = None
     genres: tuple[str, ...] = ()
     directors: tuple[str, ...] = ()

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-import sqlalchemy as sa
 
 from airwave_dagster import settings
 from airwave_dagster.cli import environment
@@ -102,31 +101,6 @@ def test_schema_and_db_upgrade(cli_env) -> None:
     upgraded = _airwave(cli_env, "db", "upgrade")
     assert upgraded.returncode == 0, upgraded.stderr
     assert f"at revision {', '.join(sorted(migrations.heads()))}" in upgraded.stdout
-
-
-@pytest.mark.timeout(900)
-def test_demo_starts_the_emulator_itself_imports_and_builds_an_ai_lineup(cli_env, store) -> None:
-    env = {k: v for k, v in cli_env.items() if k not in (settings.PLEX_URL_ENV, "PLEX_TOKEN")}
-    try:
-        done = _airwave(env, "demo", timeout=850)
-        assert done.returncode == 0, done.stderr
-        assert "Dry-run report (nothing was written)" in done.stdout
-        assert "Import report" in done.stdout
-        assert "AI lineup report (offline)" in done.stdout
-        engine = store.engine
-        with engine.connect() as conn:
-            imported, ai_built = conn.execute(
-                sa.text(
-                    "SELECT count(*) FILTER (WHERE NOT ai_generated), "
-                    "count(*) FILTER (WHERE ai_generated AND enabled) FROM airwave.channel"
-                )
-            ).one()
-        assert imported == 14
-        assert 10 <= ai_built <= 12
-        state = json.loads((Path(env["AIRWAVE_HOME"]) / "plex-emulator.json").read_text())
-        assert state["url"].startswith("http://127.0.0.1:")
-    finally:
-        _airwave(env, "db", "stop")
 
 
 def test_plex_emulator_verb_serves_until_terminated(cli_env) -> None:

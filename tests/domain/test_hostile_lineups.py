@@ -292,7 +292,10 @@ def test_cost_classes_stay_within_the_goals(costs: dict[str, dict[str, Any]], na
     measured = costs[name]
 
     assert measured["outcome"] == EXPECTED_OUTCOME[name]
-    assert measured["seconds"] <= 2.0, measured
+    # A guard against blow-ups (a quadratic step takes minutes here), not a timing: the largest
+    # valid file costs about 2 CPU seconds on this machine, more while other processes share its
+    # two cores. `bench.hostile_lineups` reports the real figures.
+    assert measured["seconds"] <= 4.0, measured
     assert measured["peak_mb"] <= 300, measured
     assert measured["message_bytes"] <= 20_000, measured
 

@@ -85,7 +85,11 @@ def test_offline_provider_builds_twenty_verified_channels(
     report = _report(ai, result.run_id)
     assert report["provider"] == "offline"
     assert report["channels_planned"] > 20  # the limit caps builds, never the plan
-    assert len(report["built"]) == 20
+    # The limit caps what is attempted; the lineup checks may still skip a channel that repeats
+    # one already kept (on this library a network that airs one genre), and must say so.
+    assert len(report["built"]) + len(report["skipped"]) == 20
+    assert len(report["built"]) >= 18
+    assert all("repeats channel" in s["reason"] for s in report["skipped"]), report["skipped"]
     assert report["spend"] == []
     phases = {r["phase"] for r in ai.traces(result.run_id)}
     assert phases == ALL_PHASES

@@ -420,6 +420,16 @@ def test_pools_larger_than_800_are_complete() -> None:
     assert pages == 3  # 2000 movies in one page, 3000 episodes in two
 
 
+def test_episodes_carry_their_shows_network(emulator, client) -> None:
+    # Plex keeps the network on the show; the snapshot and the AI profile need it per episode.
+    networks = {str(show.rating_key): show.network for show in emulator.library.shows()}
+    episodes = [item for item in client.resolve(None) if item.type == "episode"]
+    assert episodes and all(item.show_rating_key in networks for item in episodes)
+    assert all(item.network == networks[item.show_rating_key] for item in episodes)
+    assert {item.network for item in episodes} - {None}, "the emulator's shows have networks"
+    assert all(item.network is None for item in client.resolve(None) if item.type == "movie")
+
+
 def test_tag_values(emulator, client) -> None:
     library = emulator.library
 

@@ -12,7 +12,8 @@ Deliberate differences from the reference:
 - ties are broken by name so the profile (and the cached prefix built from it) is stable;
 - names are trimmed and blank ones dropped; genres of one title are counted once each;
 - shows are keyed by rating key, so two different shows sharing a title are not merged;
-- networks (show count per network) come from `show_networks` since `MediaItem` has no network;
+- networks are each show's `network` (an episode carries its show's), or `show_networks` where
+  a caller names them (it wins);
 - studios and networks carry their runtime hours and are ranked by it (then titles, then name),
   because a channel is as big as its hours, not its title count (issue 10);
 - totals include runtime hours, which is how channel size should be judged;
@@ -131,6 +132,7 @@ class _Title:
     title: str
     genres: tuple[str, ...] = ()
     studio: str | None = None
+    network: str | None = None
     content_rating: str | None = None
     years: list[int] = field(default_factory=list[int])
     audience: list[float] = field(default_factory=list[float])
@@ -154,7 +156,8 @@ def build_profile(
             not matter.
         source_id: The media source profiled.
         show_networks: Network of each show, keyed by show rating key (or show title when the
-            episodes carry no show rating key). Shows missing from it count for no network.
+            episodes carry no show rating key); it wins over the items' own `network`. A show
+            named in neither counts for no network.
 
     Returns:
         The profile.
@@ -258,6 +261,7 @@ def _adopt_show_record(show: _Title, record: MediaItem) -> None:
     show.title = record.title
     show.genres = record.genres
     show.studio = record.studio
+    show.network = record.network
     show.content_rating = record.content_rating
     show.years = [record.year] if record.year is not None else []
     show.audience = _finite([record.audience_rating])
@@ -273,6 +277,7 @@ def _add_episode(show: _Title, episode: MediaItem) -> None:
     if show.episodes == 1:
         show.genres = episode.genres
         show.studio = episode.studio
+        show.network = episode.network
         show.content_rating = episode.content_rating
     if episode.year is not None:
         show.years.append(episode.year)
@@ -290,7 +295,10 @@ def _networks(
     shows: Iterable[_Title], show_networks: Mapping[str, str]
 ) -> list[tuple[str | None, int]]:
     return [
-        (show_networks.get(show.key) or show_networks.get(show.title), show.episode_ms)
+        (
+            show_networks.get(show.key) or show_networks.get(show.title) or show.network,
+            show.episode_ms,
+        )
         for show in shows
     ]
 

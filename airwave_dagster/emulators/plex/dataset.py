@@ -627,7 +627,7 @@ class EmulatedLibrary:
     def media_item(self, rating_key: int) -> MediaItem:
         """The domain record a correct Plex adapter must produce for a movie or an episode.
 
-        Episodes take genres and studio from their show, which is where Plex keeps them.
+        Episodes take genres, studio and network from their show, which is where Plex keeps them.
 
         Raises:
             ValueError: The rating key is not a movie or an episode.
@@ -647,6 +647,7 @@ class EmulatedLibrary:
             library_key=str(item.section_key),
             summary=item.summary or None,
             studio=show.studio if show else item.studio,
+            network=show.network if show else None,
             content_rating=item.content_rating,
             genres=show.genres if show else item.genres,
             directors=item.directors,

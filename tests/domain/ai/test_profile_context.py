@@ -71,6 +71,27 @@ def test_a_long_show_counts_once_for_genres_ratings_and_decades() -> None:
     assert [(s.title, s.episodes, s.hours) for s in profile.top_shows] == [("Long Show", 50, 25.0)]
 
 
+def test_networks_come_from_the_episodes_unless_the_caller_names_them() -> None:
+    items = [
+        *[episode(f"a{i}", "Big", network="Harbor", duration_ms=3_600_000) for i in range(3)],
+        episode("b1", "Small", network="Summit", duration_ms=1_800_000),
+        episode("c1", "Unknown", duration_ms=1_800_000),
+        movie("m1", duration_ms=7_200_000),
+    ]
+    profile = build_profile(items)
+    # Ranked by runtime; a show with no network and the movie count for none.
+    assert [(n.name, n.count, n.hours) for n in profile.networks] == [
+        ("Harbor", 1, 3.0),
+        ("Summit", 1, 0.5),
+    ]
+    named = build_profile(items, show_networks={"s-Small": "Lighthouse", "s-Unknown": "Summit"})
+    assert [(n.name, n.hours) for n in named.networks] == [
+        ("Harbor", 3.0),
+        ("Lighthouse", 0.5),
+        ("Summit", 0.5),
+    ]
+
+
 def test_shows_sharing_a_title_are_not_merged_and_small_shows_are_not_big() -> None:
     items = [episode(f"a{i}", "Twin") for i in range(5)] + [
         MediaItem(
