@@ -25,7 +25,7 @@ test: $(VENV)/.synced
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 # Builds the image (base from Debian packages: no registry needed) and drives the compose stack.
 test-container: $(VENV)/.synced

@@ -25,7 +25,11 @@ from tests.support.maintenance import small_library, small_plex  # noqa: F401
 from tests.support.standalone import alone  # noqa: F401
 
 # Overridable so that several checkouts (or agents) can run the suite on one server at once.
-TEST_DATABASE = os.environ.get("AIRWAVE_TEST_DB", "airwave_test")
+# Each pytest-xdist worker (`make test` runs two) gets a database of its own: the sessions' shared
+# `airwave dev`, daemons and run queues then never see each other's runs.
+TEST_DATABASE = os.environ.get("AIRWAVE_TEST_DB", "airwave_test") + (
+    f"_{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else ""
+)
 
 
 def _server_url() -> str:
