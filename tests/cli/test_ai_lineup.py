@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from airwave_dagster.cli import environment
 from airwave_dagster.cli.ai_lineup import launch_refusal, lineup_run_config
 from airwave_dagster.settings import API_KEY_ENV
 from resources import tables as t
@@ -19,20 +16,6 @@ from resources import tables as t
 pytestmark = [pytest.mark.postgres, pytest.mark.plex]
 
 AIRWAVE = str(Path(sys.executable).parent / "airwave")
-
-
-@pytest.fixture
-def cli_env(store, plex_emulator, tmp_path: Path) -> dict[str, str]:
-    dagster_home = tmp_path / "dagster_home"
-    dagster_home.mkdir()
-    shutil.copyfile(environment.project_root() / "dagster.yaml", dagster_home / "dagster.yaml")
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(dagster_home),
-        "AIRWAVE_HOME": str(tmp_path / "home"),
-    }
-    env.pop(API_KEY_ENV, None)
-    return env
 
 
 def _airwave(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

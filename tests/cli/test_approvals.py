@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +14,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from airwave_dagster.cli import environment
 from airwave_dagster.settings import API_KEY_ENV, BASE_URL_ENV
 from resources import tables as t
 from resources.stores.approvals import ApprovalStore
@@ -24,20 +22,6 @@ from tests.fakes.scripted_model import ScriptedModel, is_planner, small_plan
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 
 AIRWAVE = str(Path(sys.executable).parent / "airwave")
-
-
-@pytest.fixture
-def cli_env(store, plex_emulator, tmp_path: Path) -> dict[str, str]:
-    dagster_home = tmp_path / "dagster_home"
-    dagster_home.mkdir()
-    shutil.copyfile(environment.project_root() / "dagster.yaml", dagster_home / "dagster.yaml")
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(dagster_home),
-        "AIRWAVE_HOME": str(tmp_path / "home"),
-    }
-    env.pop(API_KEY_ENV, None)
-    return env
 
 
 def _airwave(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +11,6 @@ import dagster as dg
 import pytest
 
 from airwave_dagster import settings
-from airwave_dagster.cli import environment
 from airwave_dagster.domain.lineup_file import parse_lineup
 from resources import migrations
 from tests.support import lineups
@@ -21,18 +18,6 @@ from tests.support import lineups
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 
 AIRWAVE = str(Path(sys.executable).parent / "airwave")
-
-
-@pytest.fixture
-def cli_env(store, plex_emulator, tmp_path: Path) -> dict[str, str]:
-    dagster_home = tmp_path / "dagster_home"
-    dagster_home.mkdir()
-    shutil.copyfile(environment.project_root() / "dagster.yaml", dagster_home / "dagster.yaml")
-    return {
-        **os.environ,
-        "DAGSTER_HOME": str(dagster_home),
-        "AIRWAVE_HOME": str(tmp_path / "home"),
-    }
 
 
 def _airwave(
@@ -56,6 +41,7 @@ def test_import_json_creates_a_ui_reexecutable_run(
     assert output["report"]["channels_created"] == 3
     assert store.counts()["channels"] == 3
     monkeypatch.setenv("DAGSTER_HOME", cli_env["DAGSTER_HOME"])
+    monkeypatch.setenv(settings.DAGSTER_PG_URL_ENV, cli_env[settings.DAGSTER_PG_URL_ENV])
     with dg.DagsterInstance.get() as instance:
         run = instance.get_run_by_id(output["run_id"])
         assert run is not None and run.job_name == "import_lineup"

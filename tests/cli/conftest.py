@@ -1,0 +1,51 @@
+"""The environment of a user running `airwave` commands: own homes, own Dagster storage."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from airwave_dagster import settings
+from airwave_dagster.cli import environment
+
+CLI_SCHEMA = "dagster_cli"
+"""Dagster's storage for these tests. The session's shared `airwave dev` (tests/integration)
+keeps its daemon heartbeat in the default schema; a CLI that saw it there would queue its runs
+for that daemon, which launches them from its own code server with its own environment."""
+
+
+@pytest.fixture(scope="session")
+def cli_dagster_url(database_url: str) -> str:
+    """A Dagster schema of its own for the CLI tests, emptied once per session."""
+    conn = psycopg2.connect(environment.libpq_dsn(database_url))
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(f"DROP SCHEMA IF EXISTS {CLI_SCHEMA} CASCADE")
+            cur.execute(f"CREATE SCHEMA {CLI_SCHEMA}")
+    finally:
+        conn.close()
+    return environment.with_search_path(database_url, CLI_SCHEMA)
+
+
+@pytest.fixture
+def cli_env(store, plex_emulator, cli_dagster_url: str, tmp_path: Path) -> dict[str, str]:
+    """A fresh DAGSTER_HOME and AIRWAVE_HOME on the test database and the Plex emulator.
+
+    No model key: the tests that want the anthropic provider add the stub's.
+    """
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    shutil.copyfile(environment.project_root() / "dagster.yaml", dagster_home / "dagster.yaml")
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(dagster_home),
+        "AIRWAVE_HOME": str(tmp_path / "home"),
+        settings.DAGSTER_PG_URL_ENV: cli_dagster_url,
+    }
+    env.pop(settings.API_KEY_ENV, None)
+    return env
