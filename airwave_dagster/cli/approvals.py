@@ -216,7 +216,7 @@ def answer(run_id: str, status: str, *, reason: str | None, wait: bool, as_json:
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 def approve_command(run_id: str, wait: bool, as_json: bool) -> None:
     """Approve the lineup a run stopped at, and continue its run tree (exit 4: already answered)."""
-    console.prepare()
+    console.prepare(plex=True)  # the continuation may be launched from here
     sys.exit(answer(run_id, "approve", reason=None, wait=wait, as_json=as_json))
 
 

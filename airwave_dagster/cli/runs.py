@@ -26,8 +26,13 @@ from airwave_dagster.run_tags import (
 )
 
 
-def _instance() -> Any:
-    console.prepare()
+def _instance(*, plex: bool = False) -> Any:
+    """The instance, after the environment is exported; with `plex` also the Plex server.
+
+    Commands that may start a code server (resume, reexecute) need `plex`: the runs it launches
+    read `PLEX_URL`/`PLEX_TOKEN`, which only the bootstrap sets when the embedded emulator is used.
+    """
+    console.prepare(plex=plex)
     return console.instance()
 
 
@@ -241,7 +246,7 @@ def runs_resume(run_id: str, wait: bool, as_json: bool) -> None:
     """
     from airwave_dagster.cli import launcher
 
-    instance = _instance()
+    instance = _instance(plex=True)
     server = _webserver(instance)
     if server is not None:
         _check_resumable(instance, run_id)
@@ -265,7 +270,7 @@ def runs_reexecute(run_id: str, all_steps: bool, wait: bool, as_json: bool) -> N
     """Run every step of a finished run's job again, with its config (nothing is replayed)."""
     from airwave_dagster.cli import launcher
 
-    instance = _instance()
+    instance = _instance(plex=True)
     server = _webserver(instance)
     if server is not None:
         parent = instance.get_run_by_id(run_id)

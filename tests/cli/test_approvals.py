@@ -163,3 +163,23 @@ def test_reject_writes_nothing_and_cancel_closes_the_approval(synced, store, cli
     refused = _airwave(cli_env, "approve", run_id)
     assert refused.returncode == 4 and "conflict: already canceled by" in refused.stderr
     assert _ai_names(store) == before
+
+
+@pytest.mark.timeout(900)
+def test_approve_continues_a_lineup_on_the_embedded_emulator(cli_env, store) -> None:
+    # No PLEX_URL: the commands start the home's emulator and must hand it to the runs they
+    # launch, the continuation included (it once failed with "PLEX_URL is not set").
+    env = {k: v for k, v in cli_env.items() if k not in ("PLEX_URL", "PLEX_TOKEN")}
+    try:
+        stopped = _airwave(
+            env, "lineup", "--provider", "offline", "--limit", "1", "--approval", "required",
+            "--wait",
+        )  # fmt: skip
+        assert stopped.returncode == 3, stopped.stderr
+        run_id = _wait_for_interrupt(store).run_id
+        approved = _airwave(env, "approve", run_id, "--wait")
+        assert approved.returncode == 0, approved.stderr
+        assert "continuing as run" in approved.stdout and "SUCCESS" in approved.stdout
+        assert len(_ai_names(store)) == 1
+    finally:
+        _airwave(env, "db", "stop")
