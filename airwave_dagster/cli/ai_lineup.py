@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from contextlib import ExitStack
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from airwave_dagster.cli import console, environment, webserver
+from airwave_dagster.cli import console, environment, starts
 from airwave_dagster.run_tags import (
     AI_LINEUP_JOB,
     ANALYZE_LIBRARY_OP,
@@ -122,6 +120,7 @@ def _report(stores: Stores, run_ids: list[str]) -> dict[str, Any] | None:
 
 
 def run_lineup(
+    target: starts.Target,
     *,
     limit: int = 0,
     budget_usd: float | None = None,
@@ -134,12 +133,11 @@ def run_lineup(
 ) -> int:
     """Start an `ai_lineup` run against `workspace.yaml`; with `wait`, print its report.
 
-    With `idempotency_key`, a start while a run exists for that key returns that run.
+    With `idempotency_key`, a start while a run exists for that key returns that run (a failed
+    one is resumed). Callers hold `target` open until this returns.
 
     Returns the process exit code (0 on success).
     """
-    from airwave_dagster.cli import launcher
-
     refusal = launch_refusal(provider=provider, limit=limit)
     if refusal is not None:
         console.error(refusal)
@@ -152,56 +150,32 @@ def run_lineup(
         approval=approval,
     )
     tags = {PROVIDER_TAG: provider, LIMIT_TAG: str(limit), APPROVAL_TAG: approval}
-    instance = console.instance()
     stores = environment.open_project_stores()
-    server = webserver.find(Path(instance.root_directory))
-    with ExitStack() as stack:
-        # Without a webserver the code server started here launches the run and must outlive
-        # it when no daemon runs: the wait happens inside this block.
-        try:
-            if server is not None:
-                if idempotency_key is None:
-                    try:
-                        run_id = server.submit(AI_LINEUP_JOB, run_config, tags)
-                    except webserver.SubmissionRefused as error:
-                        raise launcher.LaunchRefused(str(error)) from error
-                    run = instance.get_run_by_id(run_id)
-                else:
-                    run, created = launcher.submit_idempotent(
-                        instance,
-                        server,
-                        key=idempotency_key,
-                        job_name=AI_LINEUP_JOB,
-                        run_config=run_config,
-                        tags=tags,
-                    )
-            else:
-                context = stack.enter_context(launcher.workspace(instance))
-                if idempotency_key is None:
-                    run = launcher.create_run(instance, context, AI_LINEUP_JOB, run_config, tags)
-                    launcher.launch(instance, context, run)
-                else:
-                    run, created = launcher.start_idempotent(
-                        instance,
-                        context,
-                        key=idempotency_key,
-                        job_name=AI_LINEUP_JOB,
-                        run_config=run_config,
-                        tags=tags,
-                    )
-            if idempotency_key is not None and not created:
-                console.stderr.print(
-                    f"run {run.run_id} already exists for this key ({run.status.value})",
-                    highlight=False,
-                )
-        except launcher.LaunchRefused as error:
-            console.error(str(error))
-            return console.ExitCode.CONFLICT
-        if not wait:
-            console.stdout.print(f"started run {run.run_id}", highlight=False)
-            return 0
-        console.stderr.print(f"run {run.run_id} started; waiting for it to finish", highlight=False)
-        console.wait_showing_progress(instance, run.run_id, lineup_progress(instance, run.run_id))
+    try:
+        started = starts.start(
+            target,
+            stores.runs,
+            job_name=AI_LINEUP_JOB,
+            run_config=run_config,
+            tags=tags,
+            key=idempotency_key,
+        )
+    except starts.LaunchRefused as error:
+        console.error(str(error))
+        return console.ExitCode.CONFLICT
+    run = started.run
+    if not started.created:
+        console.stderr.print(
+            f"run {run.run_id} already exists for this key ({run.status})", highlight=False
+        )
+    if not wait:
+        console.stdout.print(f"started run {run.run_id}", highlight=False)
+        return 0
+    from airwave_dagster.cli import launcher
+
+    instance = console.instance()
+    console.stderr.print(f"run {run.run_id} started; waiting for it to finish", highlight=False)
+    console.wait_showing_progress(instance, run.run_id, lineup_progress(instance, run.run_id))
     # A run whose worker died is resumed by the daemon; follow it to the run that ended the tree.
     finished = launcher.follow(instance, run.run_id)
     status = finished.status.value
@@ -299,9 +273,10 @@ def lineup_command(
     approval: str,
 ) -> None:
     """Build an AI lineup of the Plex library as a Dagster run of `ai_lineup`."""
-    console.prepare(plex=True)
-    sys.exit(
-        run_lineup(
+    server = console.prepare_to_start()
+    with starts.target_for(server) as target:
+        code = run_lineup(
+            target,
             limit=limit,
             budget_usd=budget_usd,
             confirm_wipe=confirm_wipe,
@@ -311,4 +286,4 @@ def lineup_command(
             idempotency_key=idempotency_key,
             approval=approval,
         )
-    )
+    sys.exit(code)

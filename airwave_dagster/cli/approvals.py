@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.table import Table
 
-from airwave_dagster.cli import console, environment
+from airwave_dagster.cli import console, environment, starts
 from airwave_dagster.run_tags import AWAITING_APPROVAL_TAG
 from airwave_dagster.settings import APPROVERS_ENV, Settings
 
 if TYPE_CHECKING:
+    from airwave_dagster.cli.webserver import Webserver
     from resources.stores.approvals import Interrupt
 
 EXIT_NOT_FOUND = 2
@@ -136,7 +137,15 @@ def _wait_until_finished(instance: Any, run_id: str) -> Any:
     return run
 
 
-def answer(run_id: str, status: str, *, reason: str | None, wait: bool, as_json: bool) -> int:
+def answer(
+    run_id: str,
+    status: str,
+    *,
+    reason: str | None,
+    wait: bool,
+    as_json: bool,
+    server: Webserver | None = None,
+) -> int:
     """Approve or reject the run tree's interrupt; an approval resumes the tree.
 
     Returns:
@@ -177,10 +186,10 @@ def answer(run_id: str, status: str, *, reason: str | None, wait: bool, as_json:
             sys.stdout.write(json.dumps({"run_id": run_id, "status": row.status}) + "\n")
         return 0
     _wait_until_finished(instance, row.run_id)
-    with launcher.workspace(instance) as context:
+    with starts.target_for(server) as target:
         try:
-            continuation = launcher.resume(instance, context, row.run_id)
-        except launcher.LaunchRefused as error:
+            continuation = starts.resume(target, row.run_id)
+        except starts.LaunchRefused as error:
             console.error(
                 f"{row.describe()}, but the run could not be continued: {error}. "
                 f"`airwave runs resume {row.run_id}` retries it (the approval stands)."
@@ -216,8 +225,8 @@ def answer(run_id: str, status: str, *, reason: str | None, wait: bool, as_json:
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 def approve_command(run_id: str, wait: bool, as_json: bool) -> None:
     """Approve the lineup a run stopped at, and continue its run tree (exit 4: already answered)."""
-    console.prepare(plex=True)  # the continuation may be launched from here
-    sys.exit(answer(run_id, "approve", reason=None, wait=wait, as_json=as_json))
+    server = console.prepare_to_start()  # the continuation may be launched from here
+    sys.exit(answer(run_id, "approve", reason=None, wait=wait, as_json=as_json, server=server))
 
 
 @click.command("reject")

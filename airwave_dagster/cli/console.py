@@ -7,13 +7,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 from rich.table import Table
 
 from airwave_dagster.cli import environment
 from airwave_dagster.settings import SettingsError
+
+if TYPE_CHECKING:
+    from airwave_dagster.cli.webserver import Webserver
 
 
 class ExitCode(IntEnum):
@@ -85,18 +88,36 @@ def fail(message: str, code: int = ExitCode.RUN_FAILED) -> NoReturn:
     sys.exit(code)
 
 
-def prepare(*, plex: bool = False) -> environment.Environment:
+def prepare(*, plex: bool = False, migrate: bool = True) -> environment.Environment:
     """Resolve and export the runtime environment; with `plex`, also the Plex server.
 
     A setting that cannot be used ends the command with its variable's name, not a traceback.
     """
     try:
-        env = environment.prepare()
+        env = environment.prepare(migrate=migrate)
         if plex:
             environment.ensure_plex(env.home)
     except SettingsError as problem:
         fail(str(problem), ExitCode.INPUT_REFUSED)
     return env
+
+
+def prepare_to_start() -> Webserver | None:
+    """Prepare a command that starts runs; the webserver of this home that will take them, if any.
+
+    With a webserver up, its own processes run the runs in the environment it was started with,
+    and it ran the migrations when it started: this process only needs the database (for the
+    idempotency slot), so it answers without Alembic, Plex or Dagster. Without one, the command
+    starts a code server of its own, which needs all of it (`starts.target_for`).
+    """
+    from airwave_dagster.cli import webserver
+
+    try:
+        server = webserver.find(environment.dagster_home())
+    except SettingsError as problem:
+        fail(str(problem), ExitCode.INPUT_REFUSED)
+    prepare(plex=server is None, migrate=server is None)
+    return server
 
 
 def instance() -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from airwave_dagster.cli import console, environment
+from airwave_dagster.cli import console, environment, starts, webserver
 from airwave_dagster.cli.ai_lineup import run_lineup
 from airwave_dagster.cli.lineup_files import run_import
 from airwave_dagster.settings import Settings
@@ -23,6 +23,7 @@ demo stays a few minutes long on a small machine; `airwave lineup --confirm-wipe
 def demo_command() -> None:
     """Import the bundled example lineup: a dry-run, then for real."""
     env = console.prepare(plex=True)
+    server = webserver.find(env.dagster_home)
     console.stdout.print(
         f"[bold]Airwave demo[/]: database {environment.redact(env.database_url)}, "
         f"Plex {Settings.load().plex_url}",
@@ -31,17 +32,23 @@ def demo_command() -> None:
     console.stdout.print(
         "\n[bold]1. Dry-run import[/] (plans and resolves every pool, writes nothing)"
     )
-    if run_import(DEMO_LINEUP, dry_run=True, select=None, wait=True, as_json=False, force=True):
-        sys.exit(1)
-    console.stdout.print("\n[bold]2. Import[/]")
-    if run_import(DEMO_LINEUP, dry_run=False, select=None, wait=True, as_json=False, force=True):
-        sys.exit(1)
-    console.stdout.print(
-        f"\n[bold]3. Offline AI lineup[/] (planned and verified without a model; {DEMO_LIMIT} "
-        "channels built, `airwave lineup --confirm-wipe --wait` builds them all)"
-    )
-    if run_lineup(provider="offline", confirm_wipe=True, wait=True, limit=DEMO_LIMIT):
-        sys.exit(1)
+    # One target for the three runs: without `airwave dev`, one code server, started once.
+    with starts.target_for(server) as target:
+        if run_import(
+            target, DEMO_LINEUP, dry_run=True, select=None, wait=True, as_json=False, force=True
+        ):
+            sys.exit(1)
+        console.stdout.print("\n[bold]2. Import[/]")
+        if run_import(
+            target, DEMO_LINEUP, dry_run=False, select=None, wait=True, as_json=False, force=True
+        ):
+            sys.exit(1)
+        console.stdout.print(
+            f"\n[bold]3. Offline AI lineup[/] (planned and verified without a model; {DEMO_LIMIT} "
+            "channels built, `airwave lineup --confirm-wipe --wait` builds them all)"
+        )
+        if run_lineup(target, provider="offline", confirm_wipe=True, wait=True, limit=DEMO_LIMIT):
+            sys.exit(1)
     console.stdout.print(
         "\nOpen the Dagster UI with [bold]make dev[/] (http://127.0.0.1:3000) to see the runs; "
         "`airwave export` prints the imported lineup.",

@@ -268,6 +268,12 @@ def prepare_dagster_home(home: Path, settings: Settings | None = None) -> Path:
     return dagster_home
 
 
+def dagster_home(settings: Settings | None = None) -> Path:
+    """The `$DAGSTER_HOME` commands use, without resolving the database (see `prepare`)."""
+    settings = settings or Settings.load()
+    return prepare_dagster_home(airwave_home(settings), settings)
+
+
 def prepare(*, migrate: bool = True) -> Environment:
     """Resolve and export the whole runtime environment for this process and its children.
 

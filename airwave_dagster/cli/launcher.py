@@ -23,7 +23,7 @@ from dagster._core.workspace.context import BaseWorkspaceRequestContext, Workspa
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 
 from airwave_dagster.cli.environment import airwave_home, open_project_stores, workspace_file
-from airwave_dagster.cli.webserver import Webserver
+from airwave_dagster.cli.starts import WILL_RETRY_TAG, LaunchRefused, RunInfo
 from airwave_dagster.run_tags import CANCEL_REASON_TAG, IDEMPOTENCY_TAG
 
 LOCATION_NAME = "airwave"
@@ -173,13 +173,6 @@ def failure_messages(instance: dg.DagsterInstance, run_id: str) -> list[str]:
 
 # --- re-execution, cancel and idempotent starts --------------------------------------------------
 
-FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
-WILL_RETRY_TAG = "dagster/will_retry"
-
-
-class LaunchRefused(Exception):
-    """A start, resume or cancel that cannot proceed, with a message for the user."""
-
 
 def launch(
     instance: dg.DagsterInstance, context: BaseWorkspaceRequestContext, run: dg.DagsterRun
@@ -225,27 +218,16 @@ def _location_and_job(context: BaseWorkspaceRequestContext, job_name: str) -> tu
     return context.get_code_location(LOCATION_NAME), remote_job(context, job_name)
 
 
-def resume(
-    instance: dg.DagsterInstance, context: BaseWorkspaceRequestContext, run_id: str
+def _resume_run(
+    instance: dg.DagsterInstance, context: BaseWorkspaceRequestContext, parent: dg.DagsterRun
 ) -> dg.DagsterRun:
-    """Create and start the complete from-failure re-execution of a failed or canceled run."""
+    """Create the complete from-failure re-execution of a failed or canceled run."""
     from airwave_dagster.durability.resume import create_resume_run
     from airwave_dagster.durability.versions import CodeVersionChanged
 
-    parent = instance.get_run_by_id(run_id)
-    if parent is None:
-        raise LaunchRefused(f"no run {run_id}")
-    parent = fail_if_dead(instance, parent)
-    if parent.status.value not in ("FAILURE", "CANCELED"):
-        hint = (
-            "it finished; nothing to resume"
-            if parent.status.value == "SUCCESS"
-            else "wait for it to finish, or cancel it first (`airwave runs cancel`)"
-        )
-        raise LaunchRefused(f"run {run_id} is {parent.status.value}: {hint}")
     location, job = _location_and_job(context, parent.job_name)
     try:
-        run = create_resume_run(
+        return create_resume_run(
             instance,
             request_context=context,
             parent_run=parent,
@@ -256,22 +238,16 @@ def resume(
         raise LaunchRefused(str(error)) from error
     except dg.DagsterInvalidSubsetError as error:
         raise LaunchRefused(str(error)) from error
-    return launch(instance, context, run)
 
 
-def reexecute_all(
-    instance: dg.DagsterInstance, context: BaseWorkspaceRequestContext, run_id: str
+def _all_steps_run(
+    instance: dg.DagsterInstance, context: BaseWorkspaceRequestContext, parent: dg.DagsterRun
 ) -> dg.DagsterRun:
-    """Start a new run of every step of `run_id`'s job with its config (nothing replayed)."""
+    """Create a new run of every step of `parent`'s job with its config (nothing replayed)."""
     from dagster._core.execution.plan.resume_retry import ReexecutionStrategy
 
-    parent = instance.get_run_by_id(run_id)
-    if parent is None:
-        raise LaunchRefused(f"no run {run_id}")
-    if not parent.is_finished:
-        raise LaunchRefused(f"run {run_id} is {parent.status.value}: wait for it or cancel it")
     location, job = _location_and_job(context, parent.job_name)
-    run = instance.create_reexecuted_run(
+    return instance.create_reexecuted_run(
         request_context=context,
         parent_run=parent,
         code_location=location,
@@ -279,7 +255,81 @@ def reexecute_all(
         strategy=ReexecutionStrategy.ALL_STEPS,
         use_parent_run_tags=True,
     )
-    return launch(instance, context, run)
+
+
+class CodeServerTarget:
+    """`starts.Target` over a code server this command started (`workspace`) and the instance."""
+
+    def __init__(self, instance: dg.DagsterInstance, context: BaseWorkspaceRequestContext) -> None:
+        self.instance = instance
+        self.context = context
+
+    def _info(self, runs: list[dg.DagsterRun]) -> list[RunInfo]:
+        if not runs:
+            return []
+        records = self.instance.get_run_records(
+            filters=dg.RunsFilter(run_ids=[run.run_id for run in runs])
+        )
+        created = {r.dagster_run.run_id: r.create_timestamp.timestamp() for r in records}
+        return [
+            RunInfo(
+                run_id=run.run_id,
+                status=run.status.value,
+                job_name=run.job_name,
+                parent_run_id=run.parent_run_id,
+                created=created.get(run.run_id, 0.0),
+                tags=dict(run.tags),
+            )
+            for run in runs
+        ]
+
+    def _stored(self, run_id: str) -> dg.DagsterRun:
+        run = self.instance.get_run_by_id(run_id)
+        if run is None:
+            raise LaunchRefused(f"no run {run_id}")
+        return run
+
+    def run(self, run_id: str) -> RunInfo | None:
+        """See `starts.Target`."""
+        run = self.instance.get_run_by_id(run_id)
+        return self._info([run])[0] if run is not None else None
+
+    def tagged(self, key: str) -> RunInfo | None:
+        """See `starts.Target`."""
+        runs = self.instance.get_runs(
+            filters=dg.RunsFilter(tags={IDEMPOTENCY_TAG: key[:200]}), limit=1
+        )
+        return self._info(list(runs))[0] if runs else None
+
+    def tree(self, run_id: str) -> list[RunInfo]:
+        """See `starts.Target`."""
+        return self._info(run_tree(self.instance, run_id))
+
+    def submit(
+        self, job_name: str, run_config: Mapping[str, object], tags: Mapping[str, str]
+    ) -> str:
+        """See `starts.Target`."""
+        run = create_run(self.instance, self.context, job_name, run_config, tags)
+        return launch(self.instance, self.context, run).run_id
+
+    def reexecute(self, run_id: str, *, from_failure: bool) -> str:
+        """See `starts.Target`."""
+        parent = self._stored(run_id)
+        create = _resume_run if from_failure else _all_steps_run
+        return launch(
+            self.instance, self.context, create(self.instance, self.context, parent)
+        ).run_id
+
+    def fail_if_dead(self, run: RunInfo) -> RunInfo:
+        """See `starts.Target`."""
+        if not run.in_progress:
+            return run
+        refreshed = fail_if_dead(self.instance, self._stored(run.run_id))
+        return self._info([refreshed])[0]
+
+    def daemon_running(self) -> bool:
+        """See `starts.Target`."""
+        return daemon_running(self.instance)
 
 
 def run_tree(instance: dg.DagsterInstance, run_id: str) -> list[dg.DagsterRun]:
@@ -349,106 +399,6 @@ def cancel(
     final = instance.get_run_by_id(run_id)
     assert final is not None
     return final, True, released
-
-
-def start_idempotent(
-    instance: dg.DagsterInstance,
-    context: BaseWorkspaceRequestContext,
-    *,
-    key: str,
-    job_name: str,
-    run_config: Mapping[str, object],
-    tags: Mapping[str, str],
-    force: bool = False,
-) -> tuple[dg.DagsterRun, bool]:
-    """Start a run unless one exists for `key`: (the run, whether it was created now).
-
-    An advisory lock on the key serialises concurrent starts, so two simultaneous starts with
-    one key create exactly one run. Runs the upload sensor started for the same key (tagged with
-    it) count too. `force` starts another run and makes it the key's run.
-    """
-    with open_project_stores().runs.slot(key) as slot:
-        if not force:
-            existing = _existing_run(instance, slot.recorded_run_id(), key)
-            if existing is not None:
-                latest = fail_if_dead(instance, _latest_in_tree(instance, existing))
-                if not _resumable_by_start(instance, latest):
-                    return existing, False
-                resumed = resume(instance, context, latest.run_id)
-                slot.record(resumed.run_id, job_name)
-                return resumed, True
-        run = create_run(
-            instance, context, job_name, run_config, {**tags, IDEMPOTENCY_TAG: key[:200]}
-        )
-        slot.record(run.run_id, job_name)
-    return launch(instance, context, run), True
-
-
-def submit_idempotent(
-    instance: dg.DagsterInstance,
-    server: Webserver,
-    *,
-    key: str,
-    job_name: str,
-    run_config: Mapping[str, object],
-    tags: Mapping[str, str],
-    force: bool = False,
-) -> tuple[dg.DagsterRun, bool]:
-    """`start_idempotent` through a running webserver instead of a code server of our own.
-
-    Raises:
-        LaunchRefused: The webserver refused the run (its reason is the message).
-    """
-    from airwave_dagster.cli.webserver import SubmissionRefused
-
-    with open_project_stores().runs.slot(key) as slot:
-        if not force:
-            existing = _existing_run(instance, slot.recorded_run_id(), key)
-            if existing is not None:
-                return existing, False
-        try:
-            run_id = server.submit(job_name, run_config, {**tags, IDEMPOTENCY_TAG: key[:200]})
-        except SubmissionRefused as error:
-            raise LaunchRefused(str(error)) from error
-        slot.record(run_id, job_name)
-    run = instance.get_run_by_id(run_id)
-    assert run is not None, run_id
-    return run, True
-
-
-def _latest_in_tree(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterRun:
-    """The most recently created run of `run`'s tree: the one whose outcome is the key's."""
-    tree = run_tree(instance, run.run_id) or [run]
-
-    def created(candidate: dg.DagsterRun) -> float:
-        record = instance.get_run_record_by_id(candidate.run_id)
-        return record.create_timestamp.timestamp() if record is not None else 0.0
-
-    return max(tree, key=created)
-
-
-def _resumable_by_start(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
-    """Whether starting the same content again should resume `run` rather than return it.
-
-    A failed run is resumed (a dead worker, Plex down, a crash: the same content asks for the
-    same finished lineup), unless the daemon has said it will retry it itself. Successful,
-    canceled and in-progress runs are returned as they are.
-    """
-    if run.status.value != "FAILURE":
-        return False
-    return not (run.tags.get(WILL_RETRY_TAG) == "true" and daemon_running(instance))
-
-
-def _existing_run(
-    instance: dg.DagsterInstance, run_id: str | None, key: str
-) -> dg.DagsterRun | None:
-    """The key's recorded run if the instance still has it, else a run tagged with the key."""
-    if run_id is not None:
-        run = instance.get_run_by_id(run_id)
-        if run is not None:
-            return run
-    tagged = instance.get_runs(filters=dg.RunsFilter(tags={IDEMPOTENCY_TAG: key[:200]}), limit=1)
-    return tagged[0] if tagged else None
 
 
 _RETRY_DECISION_SECONDS = 60.0

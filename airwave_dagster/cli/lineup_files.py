@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from airwave_dagster.cli import console, environment, webserver
+from airwave_dagster.cli import console, environment, starts
 from airwave_dagster.cli.lineup_check import refuse_invalid_lineup
 from airwave_dagster.run_tags import (
     DRY_RUN_TAG,
@@ -94,6 +93,7 @@ def _read_lineup_text(path: Path) -> tuple[bytes, str]:
 
 
 def run_import(
+    target: starts.Target,
     path: Path,
     *,
     dry_run: bool,
@@ -106,65 +106,52 @@ def run_import(
     """Start an `import_lineup` run of the file at `path`; with `wait`, print its report.
 
     A start while a run exists for the same idempotency key (by default the file's content and
-    options, see `run_tags.import_key`) returns that run, unless `force`.
+    options, see `run_tags.import_key`) returns that run, unless `force`; a failed one is resumed.
+    Callers hold `target` open until this returns (a code server of the command's own must
+    outlive the run).
 
     Returns:
         The process exit code (0 on success).
     """
-    from airwave_dagster.cli import launcher
-
     raw, content = _read_lineup_text(path)
     run_config = _import_run_config(content, path.name, dry_run=dry_run, select=select)
     tags = {LINEUP_TAG: path.name, DRY_RUN_TAG: str(dry_run).lower()}
     key = idempotency_key or import_key(raw, dry_run=dry_run, select=select)
+    try:
+        started = starts.start(
+            target,
+            environment.open_project_stores().runs,
+            job_name=IMPORT_LINEUP_JOB,
+            run_config=run_config,
+            tags=tags,
+            key=key,
+            force=force,
+        )
+    except starts.LaunchRefused as error:
+        console.fail(str(error), console.ExitCode.CONFLICT)
+    run = started.run
+    if not started.created:
+        console.stderr.print(
+            f"run {run.run_id} already imports this content ({run.status}); "
+            "returning it (--force starts another)",
+            highlight=False,
+        )
+    elif run.parent_run_id is not None:
+        console.stderr.print(
+            f"run {run.parent_run_id} imported this content and failed or died; "
+            f"resuming it as run {run.run_id}",
+            highlight=False,
+        )
+    if not wait:
+        console.stdout.print(
+            f"{'started' if started.created else 'existing'} run {run.run_id}", highlight=False
+        )
+        return console.ExitCode.OK
+    from airwave_dagster.cli import launcher
+
     instance = console.instance()
-    server = webserver.find(Path(instance.root_directory))
-    with ExitStack() as stack:
-        # Without a webserver the run is launched by a code server started here, which must
-        # outlive the run when there is no daemon: the wait happens inside this block.
-        try:
-            if server is not None:
-                run, created = launcher.submit_idempotent(
-                    instance,
-                    server,
-                    key=key,
-                    job_name=IMPORT_LINEUP_JOB,
-                    run_config=run_config,
-                    tags=tags,
-                    force=force,
-                )
-            else:
-                context = stack.enter_context(launcher.workspace(instance))
-                run, created = launcher.start_idempotent(
-                    instance,
-                    context,
-                    key=key,
-                    job_name=IMPORT_LINEUP_JOB,
-                    run_config=run_config,
-                    tags=tags,
-                    force=force,
-                )
-        except launcher.LaunchRefused as error:
-            console.fail(str(error), console.ExitCode.CONFLICT)
-        if not created:
-            console.stderr.print(
-                f"run {run.run_id} already imports this content ({run.status.value}); "
-                "returning it (--force starts another)",
-                highlight=False,
-            )
-        elif run.parent_run_id is not None:
-            console.stderr.print(
-                f"run {run.parent_run_id} imported this content and failed or died; "
-                f"resuming it as run {run.run_id}",
-                highlight=False,
-            )
-        if not wait:
-            console.stdout.print(
-                f"{'started' if created else 'existing'} run {run.run_id}", highlight=False
-            )
-            return console.ExitCode.OK
-        console.stderr.print(f"run {run.run_id}: waiting for it to finish", highlight=False)
-        console.wait_showing_progress(instance, run.run_id, import_progress(instance, run.run_id))
+    console.stderr.print(f"run {run.run_id}: waiting for it to finish", highlight=False)
+    console.wait_showing_progress(instance, run.run_id, import_progress(instance, run.run_id))
     finished = launcher.follow(instance, run.run_id)
     if finished.run_id != run.run_id:
         console.stderr.print(
@@ -238,9 +225,10 @@ def import_command(
 ) -> None:
     """Import a lineup file as a Dagster run of `import_lineup` (visible in the UI)."""
     refuse_invalid_lineup(path)  # before Postgres, the emulator or a run is started
-    console.prepare(plex=True)
-    sys.exit(
-        run_import(
+    server = console.prepare_to_start()
+    with starts.target_for(server) as target:
+        code = run_import(
+            target,
             path,
             dry_run=dry_run,
             select=select,
@@ -249,7 +237,7 @@ def import_command(
             force=force,
             idempotency_key=idempotency_key,
         )
-    )
+    sys.exit(code)
 
 
 @click.command("export")

@@ -11,13 +11,12 @@ import json
 import sys
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 from rich.table import Table
 
-from airwave_dagster.cli import console, environment
+from airwave_dagster.cli import console, environment, starts
 from airwave_dagster.run_tags import (
     AI_LINEUP_JOB,
     CANCEL_REASON_TAG,
@@ -70,49 +69,16 @@ def refused(instance: Any, run_id: str, error: Exception) -> NoReturn:
     console.fail(str(error), console.ExitCode.NOT_FOUND if missing else console.ExitCode.CONFLICT)
 
 
-def _webserver(instance: Any) -> Any:
-    """The running webserver of this home (runs are then submitted at once), or None."""
-    from airwave_dagster.cli import webserver
-
-    return webserver.find(Path(instance.root_directory))
-
-
-def _check_resumable(instance: Any, run_id: str) -> None:
-    """Refuse a resume the webserver would refuse less clearly: no such run, or not finished."""
-    parent = instance.get_run_by_id(run_id)
-    if parent is None:
-        console.fail(f"no run {run_id}", console.ExitCode.NOT_FOUND)
-    if parent.status.value not in ("FAILURE", "CANCELED"):
-        hint = (
-            "it finished; nothing to resume"
-            if parent.status.value == "SUCCESS"
-            else "wait for it to finish, or cancel it first (`airwave runs cancel`)"
-        )
-        console.fail(f"run {run_id} is {parent.status.value}: {hint}", console.ExitCode.CONFLICT)
-
-
-def _through(instance: Any, run_id: str, submit: Callable[[], str]) -> Any:
-    """The run a webserver submission created, or the end of the command with its refusal."""
-    from airwave_dagster.cli import webserver
-
-    try:
-        child = submit()
-    except webserver.SubmissionRefused as error:
-        refused(instance, run_id, error)
-    run = instance.get_run_by_id(child)
-    assert run is not None, child
-    return run
-
-
-def _finish(instance: Any, run: Any, *, wait: bool, as_json: bool, verb: str) -> None:
-    from airwave_dagster.cli import launcher
-
+def _finish(run: starts.RunInfo, *, wait: bool, as_json: bool, verb: str) -> None:
     if not wait:
         if as_json:
-            print(json.dumps({"run_id": run.run_id, "status": run.status.value}))
+            print(json.dumps({"run_id": run.run_id, "status": run.status}))
         else:
             console.stdout.print(f"{verb} run {run.run_id}", highlight=False)
         return
+    from airwave_dagster.cli import launcher
+
+    instance = console.instance()
     console.stderr.print(f"{verb} run {run.run_id}; waiting for it to finish", highlight=False)
     if run.job_name == IMPORT_LINEUP_JOB:
         from airwave_dagster.cli.lineup_files import import_progress
@@ -244,21 +210,7 @@ def runs_resume(run_id: str, wait: bool, as_json: bool) -> None:
     Failed steps, started-but-unfinished steps and mapped steps that never started, plus
     everything downstream; every completed step's stored output is replayed, not recomputed.
     """
-    from airwave_dagster.cli import launcher
-
-    instance = _instance(plex=True)
-    server = _webserver(instance)
-    if server is not None:
-        _check_resumable(instance, run_id)
-        run = _through(instance, run_id, lambda: server.reexecute(run_id, from_failure=True))
-        _finish(instance, run, wait=wait or as_json, as_json=as_json, verb="resumed as")
-        return
-    with launcher.workspace(instance) as context:
-        try:
-            run = launcher.resume(instance, context, run_id)
-        except launcher.LaunchRefused as error:
-            refused(instance, run_id, error)
-        _finish(instance, run, wait=wait or as_json, as_json=as_json, verb="resumed as")
+    _start_from(run_id, starts.resume, wait=wait or as_json, as_json=as_json, verb="resumed as")
 
 
 @runs_group.command("reexecute")
@@ -268,28 +220,32 @@ def runs_resume(run_id: str, wait: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON (implies --wait).")
 def runs_reexecute(run_id: str, all_steps: bool, wait: bool, as_json: bool) -> None:
     """Run every step of a finished run's job again, with its config (nothing is replayed)."""
-    from airwave_dagster.cli import launcher
+    _start_from(
+        run_id, starts.reexecute_all, wait=wait or as_json, as_json=as_json, verb="re-executed as"
+    )
 
-    instance = _instance(plex=True)
-    server = _webserver(instance)
-    if server is not None:
-        parent = instance.get_run_by_id(run_id)
-        if parent is None:
-            console.fail(f"no run {run_id}", console.ExitCode.NOT_FOUND)
-        if not parent.is_finished:
-            console.fail(
-                f"run {run_id} is {parent.status.value}: wait for it or cancel it",
-                console.ExitCode.CONFLICT,
-            )
-        run = _through(instance, run_id, lambda: server.reexecute(run_id, from_failure=False))
-        _finish(instance, run, wait=wait or as_json, as_json=as_json, verb="re-executed as")
-        return
-    with launcher.workspace(instance) as context:
+
+def _start_from(
+    run_id: str,
+    how: Callable[[starts.Target, str], starts.RunInfo],
+    *,
+    wait: bool,
+    as_json: bool,
+    verb: str,
+) -> None:
+    """Start a run from `run_id` (`how`: resume or re-execute) and report it like `_finish`.
+
+    Exit 5 when there is no such run, 4 when it cannot be resumed or re-executed now.
+    """
+    server = console.prepare_to_start()
+    with starts.target_for(server) as target:
         try:
-            run = launcher.reexecute_all(instance, context, run_id)
-        except launcher.LaunchRefused as error:
-            refused(instance, run_id, error)
-        _finish(instance, run, wait=wait or as_json, as_json=as_json, verb="re-executed as")
+            run = how(target, run_id)
+        except starts.RunNotFound as error:
+            console.fail(str(error), console.ExitCode.NOT_FOUND)
+        except starts.LaunchRefused as error:
+            console.fail(str(error), console.ExitCode.CONFLICT)
+        _finish(run, wait=wait, as_json=as_json, verb=verb)
 
 
 @runs_group.command("cancel")

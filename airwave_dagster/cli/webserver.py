@@ -4,9 +4,10 @@ Starting a code server costs the CLI about 18 s on the demo machine before the f
 webserver already serving the code location takes a run at once. `airwave dev` announces itself
 in `<DAGSTER_HOME>/airwave-webserver.json` (port and pid); a command finds it there, checks that
 the process lives and answers, and otherwise falls back to starting its own code server.
-Submissions use dagster-graphql's `DagsterGraphQLClient` where it has the call, and the same
-`launchRunReexecution` mutation the UI sends for a from-failure re-execution, so the run queue,
-the code-version guard and the complete resume are the ones the UI gets.
+Submissions send the mutations the UI sends (`launchRun`, and `launchRunReexecution` for a
+from-failure re-execution), so the run queue, the code-version guard and the complete resume are
+the ones the UI gets. Plain HTTP and JSON, not dagster-graphql's client: that client loads Dagster
+(about a second), and this path exists to answer at once.
 """
 
 from __future__ import annotations
@@ -21,10 +22,69 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airwave_dagster.cli.starts import LaunchRefused, RunInfo
+from airwave_dagster.run_tags import IDEMPOTENCY_TAG
+
 ANNOUNCEMENT = "airwave-webserver.json"
 LOCATION_NAME = "airwave"
 REPOSITORY_NAME = "__repository__"
 _PROBE_SECONDS = 0.5
+
+_RUN_FIELDS = "runId status jobName parentRunId creationTime tags { key value }"
+
+RUN = f"""
+query Run($runId: ID!) {{
+  runOrError(runId: $runId) {{
+    __typename ... on Run {{ {_RUN_FIELDS} }} ... on PythonError {{ message }}
+  }}
+}}
+"""
+
+TAGGED = f"""
+query Tagged($key: String!, $value: String!) {{
+  runsOrError(filter: {{tags: [{{key: $key, value: $value}}]}}, limit: 1) {{
+    __typename ... on Runs {{ results {{ {_RUN_FIELDS} }} }} ... on PythonError {{ message }}
+  }}
+}}
+"""
+
+GROUP = f"""
+query Group($runId: ID!) {{
+  runGroupOrError(runId: $runId) {{
+    __typename ... on RunGroup {{ runs {{ {_RUN_FIELDS} }} }} ... on PythonError {{ message }}
+  }}
+}}
+"""
+
+LAUNCH = """
+mutation Launch($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on InvalidStepError { invalidStepKey }
+    ... on InvalidOutputError { stepKey invalidOutputName }
+    ... on RunConflict { message }
+    ... on UnauthorizedError { message }
+    ... on PipelineNotFoundError { message }
+    ... on InvalidSubsetError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}
+"""
+
+TERMINATE = """
+mutation Terminate($runId: String!) {
+  terminateRun(runId: $runId) {
+    __typename
+    ... on TerminateRunSuccess { run { runId } }
+    ... on TerminateRunFailure { message }
+    ... on RunNotFoundError { message }
+    ... on UnauthorizedError { message }
+    ... on PythonError { message }
+  }
+}
+"""
 
 REEXECUTE = """
 mutation Reexecute($parentRunId: String!, $strategy: ReexecutionStrategy!) {
@@ -44,7 +104,7 @@ mutation Reexecute($parentRunId: String!, $strategy: ReexecutionStrategy!) {
 """
 
 
-class SubmissionRefused(Exception):
+class SubmissionRefused(LaunchRefused):
     """The webserver answered and refused the request; the message is its reason."""
 
 
@@ -59,47 +119,52 @@ class Webserver:
         """Where it serves, always on 127.0.0.1."""
         return f"http://127.0.0.1:{self.port}"
 
-    def _client(self) -> Any:
-        from dagster_graphql import DagsterGraphQLClient
-
-        return DagsterGraphQLClient("127.0.0.1", port_number=self.port, timeout=60)
-
     def submit(self, job_name: str, run_config: Mapping[str, Any], tags: Mapping[str, str]) -> str:
         """Submit a run of `job_name` (queued like a Launchpad launch); returns its id."""
-        from dagster_graphql import DagsterGraphQLClientError
-
-        try:
-            return str(
-                self._client().submit_job_execution(
-                    job_name,
-                    repository_location_name=LOCATION_NAME,
-                    repository_name=REPOSITORY_NAME,
-                    run_config=dict(run_config),
-                    tags=dict(tags),
-                )
-            )
-        except DagsterGraphQLClientError as error:
-            raise SubmissionRefused(_words(error)) from error
+        params = {
+            "selector": {
+                "repositoryLocationName": LOCATION_NAME,
+                "repositoryName": REPOSITORY_NAME,
+                "jobName": job_name,
+            },
+            "runConfigData": dict(run_config),
+            "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
+        }
+        return _launched(self.graphql(LAUNCH, {"params": params})["launchRun"])
 
     def reexecute(self, run_id: str, *, from_failure: bool) -> str:
         """Re-execute `run_id` from failure (the complete resume) or entirely; the new run's id."""
         strategy = "FROM_FAILURE" if from_failure else "ALL_STEPS"
         answer = self.graphql(REEXECUTE, {"parentRunId": run_id, "strategy": strategy})
-        launched = answer["launchRunReexecution"]
-        if launched["__typename"] == "LaunchRunSuccess":
-            return str(launched["run"]["runId"])
-        detail = launched.get("message") or json.dumps(launched)
-        raise SubmissionRefused(_first_paragraph(str(detail)))
+        return _launched(answer["launchRunReexecution"])
 
     def terminate(self, run_id: str) -> bool:
         """Ask the webserver to terminate a run; whether it accepted."""
-        from dagster_graphql import DagsterGraphQLClientError
-
         try:
-            self._client().terminate_run(run_id)
-        except DagsterGraphQLClientError:
+            answer = self.graphql(TERMINATE, {"runId": run_id})["terminateRun"]
+        except SubmissionRefused:
             return False
-        return True
+        return bool(answer["__typename"] == "TerminateRunSuccess")
+
+    def run(self, run_id: str) -> RunInfo | None:
+        """The run `run_id`, or None when the instance has none."""
+        answer = self.graphql(RUN, {"runId": run_id})["runOrError"]
+        if answer["__typename"] == "RunNotFoundError":
+            return None
+        return _run_info(_ok(answer, "Run"))
+
+    def tagged(self, key: str, value: str) -> RunInfo | None:
+        """The newest run tagged `key=value`, if any."""
+        answer = self.graphql(TAGGED, {"key": key, "value": value})["runsOrError"]
+        results = _ok(answer, "Runs")["results"]
+        return _run_info(results[0]) if results else None
+
+    def group(self, run_id: str) -> list[RunInfo]:
+        """Every run of `run_id`'s group (empty when the run does not exist)."""
+        answer = self.graphql(GROUP, {"runId": run_id})["runGroupOrError"]
+        if answer["__typename"] == "RunGroupNotFoundError":
+            return []
+        return [_run_info(run) for run in _ok(answer, "RunGroup")["runs"]]
 
     def graphql(self, query: str, variables: Mapping[str, Any]) -> dict[str, Any]:
         """One GraphQL request; its `data`, or `SubmissionRefused` with the errors."""
@@ -117,15 +182,40 @@ class Webserver:
         return dict(payload["data"])
 
 
+def _launched(answer: dict[str, Any]) -> str:
+    """The new run's id from a launch answer, or `SubmissionRefused` with the webserver's words."""
+    if answer["__typename"] == "LaunchRunSuccess":
+        return str(answer["run"]["runId"])
+    if answer.get("errors"):  # config that does not validate: one line per error
+        detail = "; ".join(str(error["message"]) for error in answer["errors"])
+    else:
+        detail = answer.get("message") or json.dumps(answer)
+    raise SubmissionRefused(_first_paragraph(str(detail)))
+
+
+def _ok(answer: dict[str, Any], typename: str) -> dict[str, Any]:
+    if answer["__typename"] != typename:
+        detail = answer.get("message") or json.dumps(answer)
+        raise SubmissionRefused(_first_paragraph(str(detail)))
+    return answer
+
+
+def _run_info(run: dict[str, Any]) -> RunInfo:
+    return RunInfo(
+        run_id=str(run["runId"]),
+        status=str(run["status"]),
+        job_name=str(run["jobName"]),
+        parent_run_id=run.get("parentRunId"),
+        created=float(run.get("creationTime") or 0.0),
+        tags={tag["key"]: tag["value"] for tag in run.get("tags") or ()},
+    )
+
+
 def _first_paragraph(message: str) -> str:
     # A PythonError reads "<module.ExceptionClass>: <words>" and then a stack; the words are what
     # a person at a terminal needs (the UI shows the rest).
     head = message.strip().split("\n\n")[0].strip()
     return re.sub(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*: ", "", head)
-
-
-def _words(error: Exception) -> str:
-    return _first_paragraph(str(error)) or type(error).__name__
 
 
 def announcement(dagster_home: Path) -> Path:
@@ -164,3 +254,53 @@ def find(dagster_home: Path) -> Webserver | None:
     except (OSError, ValueError):
         return None
     return Webserver(port=port)
+
+
+@dataclass(frozen=True)
+class WebserverTarget:
+    """`starts.Target` over a running webserver: no Dagster is loaded in this process.
+
+    Only a run that claims to be in progress needs Dagster here, to ask whether its worker
+    still lives (`fail_if_dead`); `airwave dev` and `airwave serve` always run a daemon.
+    """
+
+    server: Webserver
+
+    def run(self, run_id: str) -> RunInfo | None:
+        """See `starts.Target`."""
+        return self.server.run(run_id)
+
+    def tagged(self, key: str) -> RunInfo | None:
+        """See `starts.Target`."""
+        return self.server.tagged(IDEMPOTENCY_TAG, key[:200])
+
+    def tree(self, run_id: str) -> list[RunInfo]:
+        """See `starts.Target`."""
+        return self.server.group(run_id)
+
+    def submit(
+        self, job_name: str, run_config: Mapping[str, object], tags: Mapping[str, str]
+    ) -> str:
+        """See `starts.Target`."""
+        return self.server.submit(job_name, run_config, tags)
+
+    def reexecute(self, run_id: str, *, from_failure: bool) -> str:
+        """See `starts.Target`."""
+        return self.server.reexecute(run_id, from_failure=from_failure)
+
+    def fail_if_dead(self, run: RunInfo) -> RunInfo:
+        """See `starts.Target`."""
+        if not run.in_progress:
+            return run
+        from airwave_dagster.cli import console, launcher
+
+        instance = console.instance()
+        stored = instance.get_run_by_id(run.run_id)
+        if stored is None:
+            return run
+        launcher.fail_if_dead(instance, stored)
+        return self.server.run(run.run_id) or run
+
+    def daemon_running(self) -> bool:
+        """See `starts.Target`."""
+        return True

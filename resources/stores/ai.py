@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-import dagster as dg
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
@@ -21,7 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from airwave_dagster.domain.ai.usage import Usage, add_usage
 from airwave_dagster.domain.library import MediaItem
 from resources import tables as t
-from resources.stores.rows import cap_json, new_id
+from resources.stores.rows import STORE_LOG, cap_json, new_id
 
 TRACE_TEXT_LIMIT = 20_000
 """Longest reason/error text kept on a trace row (the JSON columns are capped by `cap_json`)."""
@@ -112,9 +111,7 @@ class AiStore:
         except Exception:
             # Any failure (a bad value, a lost connection) is logged, never raised: the trace
             # documents the step, it must not decide its outcome.
-            dg.get_dagster_logger().warning(
-                "could not record an AI lineup trace row", exc_info=True
-            )
+            STORE_LOG.warning("could not record an AI lineup trace row", exc_info=True)
 
     def traces(self, run_ids: str | Sequence[str]) -> list[dict[str, Any]]:
         """Trace rows of one run (or several: a run and its re-executions), oldest first."""

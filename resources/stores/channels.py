@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-import dagster as dg
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
@@ -28,7 +27,7 @@ from airwave_dagster.domain.lineup_file import (
 )
 from airwave_dagster.domain.schedule import ScheduleBuild, ScheduleCursor, cursor_to_storage
 from resources import tables as t
-from resources.stores.rows import cap_json, media_item_row, new_id
+from resources.stores.rows import STORE_LOG, cap_json, media_item_row, new_id
 
 
 @dataclass(frozen=True)
@@ -414,7 +413,7 @@ class AirwaveStore:
             with self.transaction() as conn:
                 conn.execute(t.import_trace.insert().values(**fields))
         except sa.exc.SQLAlchemyError:
-            dg.get_dagster_logger().warning("could not record an import trace row", exc_info=True)
+            STORE_LOG.warning("could not record an import trace row", exc_info=True)
 
     def traces(self, run_id: str) -> list[Mapping[str, Any]]:
         """Every trace row of a run, oldest first."""

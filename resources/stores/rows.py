@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from typing import Any
 
 from airwave_dagster.domain.library import MediaItem
+
+STORE_LOG = logging.getLogger("dagster.builtin.airwave_stores")
+"""Where stores report what they swallow. It is the logger `dagster.get_dagster_logger` would
+hand out under that name, so an op's event log captures it, without the stores importing Dagster
+(the CLI loads them before it needs Dagster, and answers faster without it)."""
 
 TRACE_JSON_LIMIT = 200_000
 """Trace payloads whose JSON exceeds this many characters are replaced by a truncation note."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,9 @@ def test_the_derived_key_is_the_content_and_the_request() -> None:
     )
 
 
-def test_cancel_running_finished_and_canceled_runs(fresh: Dev, database_url: str) -> None:
+def test_cancel_running_finished_and_canceled_runs(
+    fresh: Dev, database_url: str, slow_plex: Any
+) -> None:
     run_id = fresh.launch_import(lineups.genre_lineup(8))
     wait_for(
         lambda: any(
@@ -166,7 +169,14 @@ def test_cancel_running_finished_and_canceled_runs(fresh: Dev, database_url: str
         "builds to start",
         poll=0.05,
     )
-    canceled = fresh.airwave("runs", "cancel", run_id, "--reason", "wrong lineup", "--json")
+    # Builds now wait 2 s per Plex request, so the run is still going when the cancel lands,
+    # however long the CLI takes to start on a loaded machine (it finished first otherwise).
+    latency = slow_plex.options.latency_ms
+    slow_plex.configure(latency_ms=2000)
+    try:
+        canceled = fresh.airwave("runs", "cancel", run_id, "--reason", "wrong lineup", "--json")
+    finally:
+        slow_plex.configure(latency_ms=latency)
     assert canceled.returncode == 0, canceled.stderr
     outcome = json.loads(canceled.stdout)
     assert outcome["status"] == "CANCELED" and outcome["changed"] is True
@@ -195,3 +205,35 @@ def test_cancel_running_finished_and_canceled_runs(fresh: Dev, database_url: str
     untouched = fresh.airwave("runs", "cancel", done)
     assert untouched.returncode == 0 and "already finished: SUCCESS" in untouched.stdout
     assert fresh.instance.get_run_by_id(done).status == dg.DagsterRunStatus.SUCCESS
+
+
+def _modules_loaded(importtime_stderr: str) -> set[str]:
+    """Module names from `python -X importtime` lines ("import time: self | total | name")."""
+    names = set()
+    for line in importtime_stderr.splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            names.add(line.rsplit("|", 1)[1].strip())
+    return names
+
+
+def test_starts_through_the_webserver_load_no_dagster(fresh: Dev, tmp_path: Path) -> None:
+    """With `airwave dev` up, a start and a repeated start answer over GraphQL: neither loads
+    Dagster, dagster-graphql or Alembic (that is what makes them answer at once)."""
+    path = lineups.write(tmp_path, lineups.genre_lineup(1, first_number=520), "fast.json")
+    command = [sys.executable, "-X", "importtime", AIRWAVE, "import", str(path), "--dry-run"]
+    answers = [
+        subprocess.run(command, env=fresh.env, capture_output=True, text=True, timeout=120)
+        for _ in range(2)
+    ]
+    for answer in answers:
+        assert answer.returncode == 0, answer.stderr[-2000:]
+        loaded = _modules_loaded(answer.stderr)
+        assert "airwave_dagster.cli.starts" in loaded  # the parse sees the CLI's own modules
+        heavy = {m for m in loaded if m.split(".")[0] in ("dagster", "dagster_graphql", "alembic")}
+        assert not heavy, sorted(heavy)[:10]
+    first, again = (answer.stdout.split() for answer in answers)
+    assert first[:2] == ["started", "run"] and again[:2] == ["existing", "run"], (first, again)
+    assert first[-1] == again[-1]
+    run = launcher.wait_for_run(fresh.instance, first[-1])
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    assert run.tags[run_tags.DRY_RUN_TAG] == "true"

@@ -1,0 +1,209 @@
+"""Starting, resuming and re-executing runs, the same way whoever takes them.
+
+A run is taken either by a webserver of this home (`airwave dev` / `airwave serve`, over its
+GraphQL API: the run id comes back at once) or by a code server the command starts itself (about
+10 s more, but no service needs to be running). Both are a `Target`; what a start means — the
+idempotency key's run is returned, a dead or failed one resumed, `--force` starts another — is
+decided once, here, for both.
+
+This module imports no Dagster: a command that finds a webserver answers without loading it
+(README, "Using it"). The code-server target lives in `launcher`, which does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from airwave_dagster.run_tags import IDEMPOTENCY_TAG
+
+if TYPE_CHECKING:
+    from airwave_dagster.cli.webserver import Webserver
+    from resources.stores.runs import RunStarts
+
+FINISHED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})
+RESUMABLE = frozenset({"FAILURE", "CANCELED"})
+WILL_RETRY_TAG = "dagster/will_retry"
+_KEY_LIMIT = 200
+"""Dagster tag values are short; longer keys are cut (the slot table keeps the whole key)."""
+
+
+class LaunchRefused(Exception):
+    """A start, resume or cancel that cannot proceed, with a message for the user."""
+
+
+class RunNotFound(LaunchRefused):
+    """The run named does not exist in this instance."""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a start needs to know of a run, from either target."""
+
+    run_id: str
+    status: str
+    job_name: str
+    parent_run_id: str | None = None
+    created: float = 0.0
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether the run reached SUCCESS, FAILURE or CANCELED."""
+        return self.status in FINISHED
+
+    @property
+    def in_progress(self) -> bool:
+        """Whether a worker should be executing it now (not queued, not finished)."""
+        return self.status in ("STARTING", "STARTED", "CANCELING")
+
+
+class Target(Protocol):
+    """Whoever takes runs for this command: a running webserver, or a code server of its own."""
+
+    def run(self, run_id: str) -> RunInfo | None:
+        """The run, or None when the instance has no such run."""
+        ...
+
+    def tagged(self, key: str) -> RunInfo | None:
+        """The newest run tagged with idempotency key `key` (the upload sensor tags its runs)."""
+        ...
+
+    def tree(self, run_id: str) -> list[RunInfo]:
+        """Every run of `run_id`'s group: its root, re-executions and theirs."""
+        ...
+
+    def submit(
+        self, job_name: str, run_config: Mapping[str, object], tags: Mapping[str, str]
+    ) -> str:
+        """Start a new run of `job_name`; its id. Raises `LaunchRefused` with the reason."""
+        ...
+
+    def reexecute(self, run_id: str, *, from_failure: bool) -> str:
+        """The complete from-failure resume of `run_id`, or all its steps again; the new id."""
+        ...
+
+    def fail_if_dead(self, run: RunInfo) -> RunInfo:
+        """The run, marked FAILURE first when it is in progress but its worker is gone."""
+        ...
+
+    def daemon_running(self) -> bool:
+        """Whether a daemon serves the run queue and run retries."""
+        ...
+
+
+@dataclass(frozen=True)
+class Started:
+    """The run a start ended with, and whether this start created it (new or a resume)."""
+
+    run: RunInfo
+    created: bool
+
+
+def latest_in_tree(target: Target, run: RunInfo) -> RunInfo:
+    """The most recently created run of `run`'s tree: the one whose outcome is the key's."""
+    return max(target.tree(run.run_id) or [run], key=lambda candidate: candidate.created)
+
+
+def resume(target: Target, run_id: str) -> RunInfo:
+    """Resume a failed or canceled run (a dead in-progress one is marked failed first).
+
+    Raises:
+        RunNotFound: No such run.
+        LaunchRefused: It succeeded, or is still queued or running.
+    """
+    parent = target.run(run_id)
+    if parent is None:
+        raise RunNotFound(f"no run {run_id}")
+    parent = target.fail_if_dead(parent)
+    if parent.status not in RESUMABLE:
+        hint = (
+            "it finished; nothing to resume"
+            if parent.status == "SUCCESS"
+            else "wait for it to finish, or cancel it first (`airwave runs cancel`)"
+        )
+        raise LaunchRefused(f"run {run_id} is {parent.status}: {hint}")
+    return _created(target, target.reexecute(run_id, from_failure=True))
+
+
+def reexecute_all(target: Target, run_id: str) -> RunInfo:
+    """Run every step of a finished run's job again with its config (nothing replayed)."""
+    parent = target.run(run_id)
+    if parent is None:
+        raise RunNotFound(f"no run {run_id}")
+    if not parent.is_finished:
+        raise LaunchRefused(f"run {run_id} is {parent.status}: wait for it or cancel it")
+    return _created(target, target.reexecute(run_id, from_failure=False))
+
+
+def start(
+    target: Target,
+    starts: RunStarts,
+    *,
+    job_name: str,
+    run_config: Mapping[str, object],
+    tags: Mapping[str, str],
+    key: str | None = None,
+    force: bool = False,
+) -> Started:
+    """Start a run, or with `key` return (or resume) the run that key already has.
+
+    An advisory lock on the key serialises concurrent starts, so simultaneous starts with one key
+    create exactly one run. A key whose latest run failed (a dead worker, Plex down) is resumed,
+    unless the daemon said it will retry it itself; successful, canceled, queued and running
+    runs are returned as they are. `force` starts another run and makes it the key's run.
+    """
+    if key is None:
+        return Started(_created(target, target.submit(job_name, run_config, tags)), True)
+    with starts.slot(key) as slot:
+        if not force:
+            recorded = slot.recorded_run_id()
+            existing = (target.run(recorded) if recorded else None) or target.tagged(key)
+            if existing is not None:
+                latest = latest_in_tree(target, existing)
+                if not target.daemon_running():
+                    # A daemon's run monitoring marks dead runs failed itself (every 5 s); here
+                    # nothing else would, and it costs loading Dagster.
+                    latest = target.fail_if_dead(latest)
+                if not _resumable_by_start(target, latest):
+                    return Started(existing, False)
+                resumed = resume(target, latest.run_id)
+                slot.record(resumed.run_id, job_name)
+                return Started(resumed, True)
+        run_id = target.submit(job_name, run_config, {**tags, IDEMPOTENCY_TAG: key[:_KEY_LIMIT]})
+        slot.record(run_id, job_name)
+    return Started(_created(target, run_id), True)
+
+
+def _resumable_by_start(target: Target, run: RunInfo) -> bool:
+    if run.status != "FAILURE":
+        return False
+    return not (run.tags.get(WILL_RETRY_TAG) == "true" and target.daemon_running())
+
+
+def _created(target: Target, run_id: str) -> RunInfo:
+    run = target.run(run_id)
+    if run is None:  # the target just created it: its storage must have it
+        raise LaunchRefused(f"run {run_id} was created but cannot be read back")
+    return run
+
+
+@contextmanager
+def target_for(server: Webserver | None) -> Iterator[Target]:
+    """`server` (found by `console.prepare_to_start`), else a code server started for this block.
+
+    Without a webserver the code server started here launches the run, and must outlive it when
+    no daemon runs: callers wait for the run inside the block.
+    """
+    if server is not None:
+        from airwave_dagster.cli.webserver import WebserverTarget
+
+        yield WebserverTarget(server)
+        return
+    from airwave_dagster.cli import console, launcher
+
+    instance = console.instance()
+    with launcher.workspace(instance) as context:
+        yield launcher.CodeServerTarget(instance, context)
