@@ -2,15 +2,17 @@
 
     .venv/bin/python -m bench.lineup_quality --items 3000 --seed 7
     .venv/bin/python -m bench.lineup_quality --items 20000 --seed 7 --json
+    .venv/bin/python -m bench.lineup_quality --write    # the BENCHMARKS.md section
 
 Everything runs in memory, without Plex or Postgres: the emulator's dataset is generated, profiled
 like the `library_profile` asset does, planned by `offline_plan`, sanitised like the job does, and
 every channel is built by `build_channel_offline` against an in-memory toolbox (the domain's own
-evaluator, plus the show-level `network` field from the dataset's show records), in plan order,
-with the lineup guard when the code has one. Then each **committed** filter is resolved again,
-independently of the build, and `domain.ai.quality.lineup_quality` measures the lineup from
-those pools. The line "pools match the build" says for how many channels the independent pool
-size equals the size the build's commit verified.
+evaluator, plus the show-level `network` field from the dataset's show records), in plan order, with
+the lineup guard when the code has one. Then each **committed** filter (minus its EXCLUDE
+definition, when the channel has one) is resolved again, independently of the build, and
+`domain.ai.quality.lineup_quality` measures the lineup from those pools. The line "pools match the
+build" says for how many channels the independent pool size equals the size the build's commit
+verified.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ import argparse
 import inspect
 import json
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from airwave_dagster.domain.ai.offline import build_channel_offline, offline_plan
 from airwave_dagster.domain.ai.plan import sanitize_plan
@@ -41,6 +46,11 @@ ANCHOR = 1_780_000_000
 
 VOCABULARY = ("genre", "studio", "network", "contentRating", "resolution")
 
+SECTION_SIZES = (2000, 3000, 20_000)
+"""The libraries of the BENCHMARKS.md section: the demo (2,000), the issue's 3,000, and 20,000."""
+SECTION_HEADING = "## Lineup quality: the offline builder on emulator libraries"
+BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
+
 
 def _matches(node: FilterNode | None, item: MediaItem, networks: dict[str, str]) -> bool:
     if node is None:
@@ -57,12 +67,19 @@ def _matches(node: FilterNode | None, item: MediaItem, networks: dict[str, str])
 
 
 def resolve(
-    envelope: FilterEnvelope, items: Sequence[MediaItem], networks: dict[str, str]
+    envelope: FilterEnvelope,
+    items: Sequence[MediaItem],
+    networks: dict[str, str],
+    exclude: FilterNode | None = None,
 ) -> list[MediaItem]:
-    """The complete pool of a filter envelope over the library."""
+    """The complete pool of a filter envelope over the library, minus its EXCLUDE definition."""
     wanted = {"movie" if t == "movie" else "episode" for t in envelope.effective_media_types}
     return [
-        item for item in items if item.type in wanted and _matches(envelope.filter, item, networks)
+        item
+        for item in items
+        if item.type in wanted
+        and _matches(envelope.filter, item, networks)
+        and not (exclude is not None and _matches(exclude, item, networks))
     ]
 
 
@@ -78,13 +95,17 @@ class MemoryToolbox:
     def discover_field_values(self, field: str, media_types: tuple[MediaType, ...]) -> list[str]:
         return []
 
-    def preview_filter(self, envelope: FilterEnvelope, detail: PreviewDetail) -> FilterPreview:
+    def preview_filter(
+        self, envelope: FilterEnvelope, detail: PreviewDetail, exclude: FilterNode | None = None
+    ) -> FilterPreview:
         wanted = {"movie" if t == "movie" else "episode" for t in envelope.effective_media_types}
         library = sum(1 for item in self.items if item.type in wanted)
-        pool = resolve(envelope, self.items, self.networks)
+        pool = resolve(envelope, self.items, self.networks, exclude)
         return summarise_pool(pool, detail=detail, library_items=library)
 
-    def commit_channel(self, envelope: FilterEnvelope, pool: FilterPreview) -> CommittedChannel:
+    def commit_channel(
+        self, envelope: FilterEnvelope, pool: FilterPreview, exclude: FilterNode | None = None
+    ) -> CommittedChannel:
         self.committed.append(envelope)
         return CommittedChannel(channel_id=f"ch-{self.number}", number=self.number)
 
@@ -137,7 +158,8 @@ def measure(items_count: int, seed: int, *, profile_networks: bool = True) -> di
         if outcome.status != "created" or outcome.envelope is None:
             skipped.append(f"{channel.name}: {outcome.reason}")
             continue
-        pool = resolve(outcome.envelope, items, networks)
+        # The "before" code has no exclusions (its outcomes carry none).
+        pool = resolve(outcome.envelope, items, networks, getattr(outcome, "exclude", None))
         matched += outcome.pool is not None and outcome.pool.total_items == len(pool)
         built.append(
             BuiltChannel(
@@ -161,6 +183,80 @@ def measure(items_count: int, seed: int, *, profile_networks: bool = True) -> di
     }
 
 
+def lineup_quality_section(sizes: Sequence[int] = SECTION_SIZES, seed: int = 7) -> str:
+    """The BENCHMARKS.md section: `measure` on each library size, one column per library."""
+    columns: list[tuple[dict[str, Any], float]] = []
+    for size in sizes:
+        started = time.perf_counter()
+        columns.append((measure(size, seed), time.perf_counter() - started))
+
+    def row(label: str, cell: Callable[[dict[str, Any], dict[str, Any]], str]) -> str:
+        cells = " | ".join(cell(result, result["quality"]) for result, _ in columns)
+        return f"| {label} | {cells} |"
+
+    header = " | ".join(f"{size:,} items" for size in sizes)
+    lines = [
+        "",
+        SECTION_HEADING,
+        "",
+        f"Seed {seed}; everything in memory (no Plex, no Postgres): the emulator's dataset is "
+        "profiled, planned by `offline_plan`, every channel built by `build_channel_offline` "
+        "with the lineup guard, and each committed filter (minus its EXCLUDE definition) "
+        "resolved again independently of the build. 2,000 items is the demo library. Reproduce "
+        "with `python -m bench.lineup_quality --write` (this section only) or `--items N "
+        f"--seed {seed}` (one library). Targets (issue 10): 0 strict-subset pairs, max Jaccard "
+        "≤ 0.35, ≤ 2.5 channels per item, ≥ 95 % of the runtime covered, 0 items above the "
+        "ceiling, every genre with ≥ 20 h on a channel, 0 callsigns cut short.",
+        "",
+        f"| measure | {header} |",
+        "|---|" + "---:|" * len(sizes),
+        row("channels planned / built", lambda r, q: f"{r['planned']} / {r['built']}"),
+        row(
+            "pools re-resolved = the build's verified pool",
+            lambda r, q: f"{r['pools_match_build']} of {r['built']}",
+        ),
+        row(
+            "channels with ≥ 3 items and ≥ 10 h; whole-library",
+            lambda r, q: f"{q['channels_sized']}; {q['whole_library_channels']}",
+        ),
+        row(
+            "max / median pairwise Jaccard",
+            lambda r, q: f"{q['max_jaccard']:.2f} / {q['median_jaccard']:.2f}",
+        ),
+        row("strict-subset pairs", lambda r, q: str(q["strict_subset_pairs"])),
+        row("channels per item", lambda r, q: f"{q['mean_channels_per_item']:.2f}"),
+        row("median items per channel", lambda r, q: f"{q['items_per_channel_median']:,}"),
+        row("library runtime covered", lambda r, q: f"{q['runtime_covered']:.1%}"),
+        row(
+            "items above the ceiling on kids/family channels",
+            lambda r, q: str(q["audience_violations"]),
+        ),
+        row(
+            "mixed-audience / mixed-media channels",
+            lambda r, q: f"{q['mixed_audience_channels']} / {q['mixed_media_channels']}",
+        ),
+        row(
+            "genres (≥ 20 h) without a channel", lambda r, q: str(len(q["genres_without_channel"]))
+        ),
+        row("callsigns cut short", lambda r, q: str(len(q["cut_short_callsigns"]))),
+        row("descriptions untrue of the pool", lambda r, q: str(len(q["untrue_descriptions"]))),
+        "| time (plan, build, measure) | "
+        + " | ".join(f"{seconds:.1f} s" for _, seconds in columns)
+        + " |",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_section(section: str, path: Path = BENCHMARKS) -> None:
+    """Replace this benchmark's section of BENCHMARKS.md (append it when absent); keep the rest."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    start = next((i for i, line in enumerate(lines) if line == SECTION_HEADING), len(lines))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    parts = ["\n".join(lines[:start]).strip("\n"), section.strip("\n"), "\n".join(lines[end:])]
+    path.write_text("\n\n".join(part for part in parts if part) + "\n", encoding="utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the arguments, measure, print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -173,7 +269,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="profile without the shows' networks, as the job did before issue 10",
     )
     parser.add_argument("--channels", action="store_true", help="list the built channels")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help=f"measure {', '.join(map(str, SECTION_SIZES))} items and rewrite this benchmark's "
+        "section of BENCHMARKS.md (nothing else of the file)",
+    )
     args = parser.parse_args(argv)
+    if args.write:
+        section = lineup_quality_section(seed=args.seed)
+        write_section(section)
+        print(section)
+        return 0
     result = measure(args.items, args.seed, profile_networks=not args.no_profile_networks)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))

@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from airwave_dagster import settings
 from airwave_dagster.cli import environment
 from bench.ai_lineup import ai_lineup_section
+from bench.lineup_quality import lineup_quality_section
 from bench.maintenance import maintenance_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -198,6 +199,7 @@ def main() -> None:
     _write(forkserver, spawn, env)
     _append(maintenance_section(db_url))
     _append(ai_section)
+    _append(lineup_quality_section())
 
 
 def _write(forkserver: dict[str, Any], spawn: dict[str, Any], env: environment.Environment) -> None:

@@ -1,12 +1,13 @@
 """The worker tools' runtime side: previews against Plex, commits into a claimed channel row.
 
 `PlexChannelToolbox` implements `domain.ai.tools.ChannelToolbox` for one reserved channel. Every
-preview resolves the **complete** pool through `PlexClient.resolve` (paged, no 800-item cap). The
-commit path is guarded twice: `run_tool` re-resolves the filter itself and verifies the pool
-(never the model's claimed count), and only then does `commit_channel` write the filter and enable
-the row, in the same transaction as the claim's commit (so a claim taken over meanwhile writes
-nothing). The 12-hour schedule follows, outside that transaction: a schedule failure is logged and
-leaves the channel enabled (a disabled channel never gets a schedule).
+preview resolves the **complete** pool through `PlexClient.resolve_pool` (paged, no 800-item cap).
+The commit path is guarded twice: `run_tool` re-resolves the filter itself and verifies the pool
+(never the model's claimed count), and only then does `commit_channel` write the definitions (the
+filter as INCLUDE, an exclusion as EXCLUDE: `channel_definitions`) and enable the row, in the same
+transaction as the claim's commit (so a claim taken over meanwhile writes nothing). The 12-hour
+schedule follows, outside that transaction: a schedule failure is logged and leaves the channel
+enabled (a disabled channel never gets a schedule).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -22,10 +24,11 @@ from airwave_dagster.domain.ai.tools import (
     CommittedChannel,
     FilterPreview,
     PreviewDetail,
+    channel_definitions,
     summarise_pool,
 )
 from airwave_dagster.domain.errors import ToolError
-from airwave_dagster.domain.filters import FilterEnvelope, plex_sort
+from airwave_dagster.domain.filters import FilterEnvelope, FilterNode, plex_sort
 from airwave_dagster.domain.library import MediaItem, MediaType
 from airwave_dagster.domain.lineup_file import Ordering
 from airwave_dagster.domain.schedule import (
@@ -120,24 +123,29 @@ class PlexChannelToolbox:
         except ValueError as error:
             raise ToolError(f"discover_field_values: {error}") from None
 
-    def preview_filter(self, envelope: FilterEnvelope, detail: PreviewDetail) -> FilterPreview:
-        """Resolve the envelope's complete pool and summarise it.
+    def preview_filter(
+        self, envelope: FilterEnvelope, detail: PreviewDetail, exclude: FilterNode | None = None
+    ) -> FilterPreview:
+        """Resolve the envelope's complete pool (minus the exclusion) and summarise it.
 
         A Plex failure (`PlexError`) propagates: the build fails and its claim is released.
         """
-        items = self._resolve(envelope)
+        items = self._resolve(envelope, exclude)
         self.previews += 1
         searched = envelope.effective_media_types
         library = sum(self.library_items.get(kind, 0) for kind in searched) or None
         return summarise_pool(items, detail=detail, library_items=library)
 
-    def commit_channel(self, envelope: FilterEnvelope, pool: FilterPreview) -> CommittedChannel:
-        """Write the verified filter and enable the claimed row, then lay its first 12 hours."""
-        plex_filter = envelope.model_dump(mode="json", by_alias=True, exclude_none=True)
+    def commit_channel(
+        self, envelope: FilterEnvelope, pool: FilterPreview, exclude: FilterNode | None = None
+    ) -> CommittedChannel:
+        """Write the verified definitions and enable the claimed row, then lay its first 12 h."""
         with self.store.transaction() as conn:
-            self.ai_store.write_definition(conn, self.channel_id, plex_filter)
+            self.ai_store.write_definitions(
+                conn, self.channel_id, _plex_definitions(envelope, exclude)
+            )
             self.claims.commit(conn, self.channel_id, self.claimant, enabled=True)
-        self._schedule(self._resolve(envelope))
+        self._schedule(self._resolve(envelope, exclude))
         return CommittedChannel(channel_id=self.channel_id, number=self.number)
 
     def give_up(self, reason: str) -> None:
@@ -152,14 +160,13 @@ class PlexChannelToolbox:
             self.claims.release(self.channel_id, self.claimant)
             self.released = True
 
-    def _resolve(self, envelope: FilterEnvelope) -> list[MediaItem]:
-        key = json.dumps(
-            envelope.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True
-        )
+    def _resolve(self, envelope: FilterEnvelope, exclude: FilterNode | None) -> list[MediaItem]:
+        definitions = _plex_definitions(envelope, exclude)
+        key = json.dumps(definitions, sort_keys=True)
         if key not in self._pools:
             try:
-                self._pools[key] = self.plex.resolve(
-                    envelope.model_dump(mode="json", by_alias=True, exclude_none=True),
+                self._pools[key] = self.plex.resolve_pool(
+                    [(mode, plex_filter, None) for mode, plex_filter in definitions],
                     sort=self.sort,
                 )
             except ValueError as error:
@@ -192,3 +199,13 @@ class PlexChannelToolbox:
                 self.number,
                 self.schedule_error,
             )
+
+
+def _plex_definitions(
+    envelope: FilterEnvelope, exclude: FilterNode | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """`(mode, plexFilter)` of each definition the channel stores, in order."""
+    return [
+        (mode, part.model_dump(mode="json", by_alias=True, exclude_none=True))
+        for mode, part in channel_definitions(envelope, exclude)
+    ]

@@ -241,10 +241,12 @@ def approve_lineup(
     ai, approvals = stores.ai, stores.approvals
     with _phase(context, ai, "approveLineup", "approval"):
         on_air = [OnAirChannel(**row) for row in ai.on_air(settings.source_id)]
+        # Only what will be built: with a `limit`, the channels left out are not created (and
+        # an AI channel on air that only they would have replaced is removed).
         diff = diff_lineup(
             on_air,
             ai.doomed_package_names(settings.source_id),
-            planned.sanitized.plan,
+            planned.sanitized.plan.only(numbered.selected_keys()),
             numbered.numbering,
         )
         spent = ai.ledger(settings.ledger_id).spent_usd

@@ -126,9 +126,13 @@ def fan_out_ai_builds(
     numbered: NumberedLineup,
     packages: CreatedPackages,
 ):
-    """One mapped build per selected channel (keyed `ch_<number>`), with its package's id."""
+    """One mapped build per selected channel (keyed `ch_<number>`), with its package's id.
+
+    Each build is checked against the *selected* channels before it in plan order: a channel a
+    `limit` leaves out is never built, so nothing may be refused for repeating it.
+    """
     plan = planned.sanitized.plan
-    order = [channel for _, channel in plan.channels()]
+    order = [channel for _, channel in plan.only(numbered.selected_keys()).channels()]
     by_number = {c.number: c for c in numbered.numbering.channels}
     for number in numbered.selected:
         channel = by_number[number]

@@ -52,6 +52,9 @@ def build_trace_fields(task: BuildTask, context_sha256: str, started: datetime) 
             "targetPoolSize": channel.target_pool_size,
             "mediaTypes": list(channel.media_types),
             "proposedFilter": channel.filter.model_dump(mode="json", by_alias=True),
+            "proposedExclude": None
+            if channel.exclude is None
+            else channel.exclude.model_dump(mode="json", by_alias=True),
         },
     }
 
@@ -202,7 +205,13 @@ def _run_agent(
         except Exception as error:
             session = ToolSession(toolbox, planned=channel.envelope(), rules=settings.rules)
             return session.finish(error=f"{type(error).__name__}: {error}"), None
-    session = ToolSession(toolbox, planned=channel.envelope(), rules=settings.rules, check=lineup)
+    session = ToolSession(
+        toolbox,
+        planned=channel.envelope(),
+        rules=settings.rules,
+        check=lineup,
+        planned_exclude=channel.exclude_node(),
+    )
     model = settings.worker_model
 
     def check() -> None:

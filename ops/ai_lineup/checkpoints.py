@@ -178,6 +178,11 @@ class NumberedLineup(BaseModel):
     numbering: LineupNumbering
     selected: list[int]
 
+    def selected_keys(self) -> set[str]:
+        """Plan keys of the channels selected to build (all of them without a limit)."""
+        chosen = set(self.selected)
+        return {c.key for c in self.numbering.channels if c.number in chosen}
+
 
 class BuildTask(BaseModel):
     """One mapped build: a numbered channel and the settings it runs under."""
@@ -186,4 +191,5 @@ class BuildTask(BaseModel):
     channel: PlannedChannel
     numbered: NumberedChannel
     earlier: list[PlannedChannel] = Field(default_factory=list)
-    """The plan's channels before this one: the lineup its commit is checked against."""
+    """The selected channels before this one in plan order: the lineup its commit is checked
+    against (channels a `limit` leaves out are never built, so they are not in it)."""

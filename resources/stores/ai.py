@@ -539,20 +539,33 @@ class AiStore:
             ).one_or_none()
         return None if row is None else dict(row._mapping)
 
-    def write_definition(self, conn: Connection, channel_id: str, plex_filter: object) -> None:
-        """Replace the channel's definitions by one PREDICATE holding the verified filter."""
+    def write_definitions(
+        self, conn: Connection, channel_id: str, definitions: Sequence[tuple[str, object]]
+    ) -> None:
+        """Replace the channel's definitions by the verified PREDICATE ones, in order.
+
+        Args:
+            conn: The commit's transaction.
+            channel_id: The claimed channel.
+            definitions: `(mode, plexFilter)` pairs: the filter's INCLUDE, then an EXCLUDE
+                (a kids or family channel's rating ceiling) when there is one.
+        """
         conn.execute(
             t.channel_definition.delete().where(t.channel_definition.c.channel_id == channel_id)
         )
         conn.execute(
-            t.channel_definition.insert().values(
-                id=new_id(),
-                channel_id=channel_id,
-                kind="PREDICATE",
-                mode="INCLUDE",
-                sort_index=0,
-                plex_filter=plex_filter,
-            )
+            t.channel_definition.insert(),
+            [
+                {
+                    "id": new_id(),
+                    "channel_id": channel_id,
+                    "kind": "PREDICATE",
+                    "mode": mode,
+                    "sort_index": index,
+                    "plex_filter": plex_filter,
+                }
+                for index, (mode, plex_filter) in enumerate(definitions)
+            ],
         )
 
 

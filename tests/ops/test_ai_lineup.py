@@ -10,8 +10,10 @@ import pytest
 import sqlalchemy as sa
 
 from airwave_dagster.definitions import defs
+from airwave_dagster.domain.ai.lineup_checks import above_ceiling, audience_of, rating_counts
 from resources import tables as t
 from resources.stores.ai import AiStore
+from resources.stores.approvals import ApprovalStore
 from tests.fakes.scripted_model import ScriptedModel, genre_channel, small_plan
 from tests.support.ai import insert_items, lineup_config
 
@@ -96,22 +98,38 @@ def test_offline_provider_builds_twenty_verified_channels(
     library = {kind: len(plex_client.resolve({"mediaTypes": [kind]})) for kind in ("movie", "show")}
     channels = _ai_channels(store)
     assert len(channels) == len(report["built"])
+    young = []
     for channel in channels:
         assert channel["enabled"] and channel["claim_run_id"] is None
-        definitions = _rows(
-            store, t.channel_definition, t.channel_definition.c.channel_id == channel["id"]
+        definitions = sorted(
+            _rows(store, t.channel_definition, t.channel_definition.c.channel_id == channel["id"]),
+            key=lambda d: d["sort_index"],
         )
-        assert len(definitions) == 1
+        # A kids or family channel keeps its rating ceiling as an EXCLUDE definition.
+        audience = audience_of(channel["name"], channel["description"] or "")
+        modes = [d["mode"] for d in definitions]
+        assert modes == (["INCLUDE", "EXCLUDE"] if audience else ["INCLUDE"]), channel["name"]
         envelope = definitions[0]["plex_filter"]
         assert envelope["filter"] is not None
-        # Re-resolve independently: the commit's verification must hold for the stored filter.
-        pool = plex_client.resolve(envelope)
+        # Re-resolve independently: the commit's verification must hold for the stored
+        # definitions (the EXCLUDE one removing what it matches).
+        pool = plex_client.resolve_pool(
+            [(d["mode"], d["plex_filter"], None) for d in definitions], sort="titleSort"
+        )
+        if audience is not None:
+            young.append(channel["name"])
+            ratings = rating_counts(item.content_rating for item in pool)
+            assert not above_ceiling(ratings, audience), (channel["name"], ratings)
+            included = rating_counts(item.content_rating for item in plex_client.resolve(envelope))
+            assert above_ceiling(included, audience), "the exclusion should remove something"
         hours = sum(item.duration_ms for item in pool) / 3_600_000
         whole = sum(library[kind] for kind in envelope["mediaTypes"])
         assert 3 <= len(pool) < whole, channel["name"]
         assert hours >= 10.0, channel["name"]
         slots = _rows(store, t.schedule_item, t.schedule_item.c.channel_id == channel["id"])
         assert slots, f"{channel['name']} has no schedule"
+    assert young == ["Family Movies"]
+    assert report["quality"]["audience_violations"] == 0
     builds = [r for r in ai.traces(result.run_id) if r["phase"] == "build"]
     context_sha = {r["context_sha256"] for r in ai.traces(result.run_id) if r["phase"] == "context"}
     assert {r["context_sha256"] for r in builds} == context_sha
@@ -170,6 +188,61 @@ def test_a_previous_lineup_is_only_replaced_when_confirmed(
     assert manual[0]["package_id"] == "manual-pkg" and manual[0]["number"] == 7
     packages = [r for r in ai.traces(replaced.run_id) if r["phase"] == "packages"]
     assert packages[0]["output"]["wiped"]["channels"] == 2
+
+
+def _limited_plan() -> dict[str, Any]:
+    """Three packages; `limit=2` builds the first channel of the first two only.
+
+    "Serious Films" (second package) repeats "Drama Movies", which comes before it in plan order
+    but is the *second* channel of its package, so a limit of 2 never builds it.
+    """
+    drama = genre_channel("Drama", name="Drama Movies", mediaTypes=["movie"])
+    serious = genre_channel("Drama", key="serious", name="Serious Films", mediaTypes=["movie"])
+    serious["filter"]["children"].append(
+        {"type": "condition", "field": "duration", "op": "gte", "value": "60"}
+    )
+    package = {"description": "", "icon": "lucide:Tv", "accent": "blue"}
+    return {
+        "packages": [
+            {
+                **package,
+                "key": "moods",
+                "name": "Moods",
+                "channels": [genre_channel("Comedy"), drama],
+            },
+            {**package, "key": "serious", "name": "Serious", "channels": [serious]},
+            {**package, "key": "scares", "name": "Scares", "channels": [genre_channel("Horror")]},
+        ]
+    }
+
+
+def test_a_limit_diffs_and_checks_only_the_channels_it_builds(
+    synced, store, ai, stub, dagster_instance
+) -> None:
+    stub.responder = ScriptedModel(_limited_plan())
+    config = {"provider": "anthropic", "limit": 2}
+
+    stopped = _run(dagster_instance, lineup_config(stub, approval="required", **config))
+
+    step, _ = _failure(stopped)
+    assert step == "approve_lineup"
+    interrupt = ApprovalStore(store.engine).find(stopped.run_id)
+    assert interrupt is not None
+    diff = interrupt.payload["diff"]
+    # The approval shows what will be built, not the whole plan.
+    assert [e["name"] for e in diff["created"]] == ["Comedy TV", "Serious Films"]
+    assert diff["created_packages"] == ["Moods", "Serious"]
+    assert interrupt.payload["estimate"]["channels"] == 2
+
+    stub.responder = ScriptedModel(_limited_plan())
+    built = _run(dagster_instance, lineup_config(stub, confirm_wipe=True, **config))
+
+    assert built.success
+    report = _report(ai, built.run_id)
+    assert report["channels_planned"] == 4
+    # "Drama Movies" is never built, so "Serious Films" cannot repeat it.
+    assert report["skipped"] == []
+    assert sorted(c["name"] for c in report["built"]) == ["Comedy TV", "Serious Films"]
 
 
 def _worker_bodies(stub) -> list[dict[str, Any]]:

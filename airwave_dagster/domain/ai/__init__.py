@@ -13,8 +13,10 @@ API (stable; every model is a frozen pydantic model that round-trips through JSO
   `CATALOG_EXCLUDED`, `SharedContext` (`text`, `sha256`, `chars`, `approx_tokens`,
   `vocabulary_fields`), `render_shared_context(profile, vocabulary) -> SharedContext`,
   `render_field_catalog(preloaded)`, `render_vocabulary(vocabulary)`, `normalise_vocabulary`.
-- `plan`: planner output models `LineupPlan` ▸ `PlannedPackage` ▸ `PlannedChannel` (with
-  `.filter_node()` / `.envelope()` into `filters.FilterNode` / `FilterEnvelope`), filter parts
+- `plan`: planner output models `LineupPlan` (`.only(keys)`: the channels a `limit` builds) ▸
+  `PlannedPackage` ▸ `PlannedChannel` (with `.filter_node()` / `.envelope()` into
+  `filters.FilterNode` / `FilterEnvelope`, and `.exclude_node()`: the optional EXCLUDE
+  definition's filter), filter parts
   `PlanCondition`, `PlanGroup`, `PlanInnerGroup`; `plan_input_schema()` (the planner tool's
   `input_schema`); `parse_plan(raw) -> LineupPlan` raising `PlanSchemaError` (`.issues`);
   `sanitize_plan(raw_or_plan, *, existing_package_keys) -> SanitizedPlan` (`.plan`, `.changes`:
@@ -28,26 +30,30 @@ API (stable; every model is a frozen pydantic model that round-trips through JSO
   `channel_accent_at(i)`; `AI_NUMBER_BASE`, `PACKAGE_BLOCK_SIZE`.
 - `tools`: `TOOL_DEFINITIONS` / `tool_definitions_api()`; `ChannelToolbox` (Protocol:
   `discover_field_values`, `preview_filter`, `commit_channel`, `give_up`); `ToolError`;
-  `run_tool(toolbox, name, input, *, rules, default_envelope, check) -> ToolResult`;
-  `ToolSession(toolbox, *, planned, rules, check)` (`.call`, `.says`, `.finish ->
+  `run_tool(toolbox, name, input, *, rules, default_envelope, check, default_exclude) ->
+  ToolResult`; `ToolSession(toolbox, *, planned, rules, check, planned_exclude)` (`.call`,
+  `.says`, `.finish ->
   ChannelOutcome`); `ChannelCheck` (`.of(guard, name, *texts)`: the lineup checks of a
   commit); `FilterPreview` (plus `item_keys`, `content_ratings`, never dumped), `ShowSample`,
   `summarise_pool(items, *, detail, library_items)`; `verify_pool(preview, min_items=3,
   min_runtime_hours=10.0) -> list[str]`; `PoolRules`; `CommittedChannel`; `ChannelOutcome`,
-  `TraceStep`; limits `MAX_MODEL_CALLS` (24), `MIN_POOL_ITEMS`, `MIN_RUNTIME_HOURS` (the
+  `TraceStep`; `channel_definitions(envelope, exclude)` (INCLUDE, then EXCLUDE); limits
+  `MAX_MODEL_CALLS` (24), `MIN_POOL_ITEMS`, `MIN_RUNTIME_HOURS` (the
   output caps per call are the LLM resource's: `resources/llm.py`).
 - `prompts`: `PLANNER_SYSTEM_PROMPT`, `WORKER_SYSTEM_PROMPT`, `CONTEXT_HEADING`,
   `render_planner_prompt(context, existing_packages)`, `render_channel_brief(channel)`.
 - `lineup_checks`: `LineupGuard` (`.check(keys, ratings, *, audience)`, `.keep`, `.conflicts`),
   `LineupRules` (`max_jaccard` 0.5, `max_containment` 0.9), `audience_of(*texts)`,
   `KIDS_RATINGS`, `FAMILY_RATINGS`, `CEILINGS`, `ceiling_group(audience, present)`,
+  `ceiling_exclusion(audience, present)` (the ceiling's EXCLUDE definition),
   `negate(node)`, `is_cut_short(callsign, name)`, `overlap(a, b)`, `rating_counts`.
 - `offline`: `offline_plan(profile, vocabulary, existing_packages=()) -> LineupPlan`,
   `build_channel_offline(channel, toolbox, *, rules=None, guard=None) -> ChannelOutcome`,
   `offline_guard()`, `make_callsign(name, token, taken)`, `plan_filter(node)`.
 - `curate`: `curate_lineup(plan, items, *, show_networks, rules, guard) -> CuratedLineup`
   (`.plan`, `.removed`, `.unverified`), `lineup_guard_for(earlier, items, ...)`,
-  `MemoryToolbox`, `resolve(envelope, items, show_networks)`, `answerable(node, *, networks)`.
+  `MemoryToolbox`, `resolve(envelope, items, show_networks, exclude)`, `answerable(node, *,
+  networks, exclude)`.
 - `quality`: `lineup_quality(library, channels) -> LineupQuality` (`.lines()`),
   `BuiltChannel`, `PairOverlap`, `description_is_true(description, pool)`.
 - `usage`: `Usage` (`from_api(usage_dict)`, `+`, `total_input_tokens`), `ModelUsage`,

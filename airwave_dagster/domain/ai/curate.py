@@ -4,13 +4,13 @@ The job builds channels concurrently, so no build can see which of its siblings 
 The offline planner's lineup is therefore replayed once, in plan order, against the snapshot's
 items in memory (`MemoryToolbox`: the domain's own filter evaluator, plus the show-level
 `network` field when the shows' networks are known) with the offline builder and its lineup
-guard — exactly the calls a build makes. `curate_lineup` returns the plan with each channel's
-filter replaced by the one the replay committed (a kids channel revised under its rating
-ceiling, a window widened) and without the channels the replay could not keep (too small, or
-too close to a channel kept before it), with the reasons. Channels whose filters use fields the
-snapshot cannot answer are kept as planned: Plex decides them at build time. `lineup_guard_for`
-gives one build of a concurrent run its guard: the channels planned before it, resolved on the
-snapshot, so the Anthropic worker's commits are judged by the same checks.
+guard — exactly the calls a build makes. `curate_lineup` returns the plan with each channel's filter
+and exclusion replaced by the ones the replay committed (a kids channel given the EXCLUDE definition
+of its rating ceiling, a window widened) and without the channels the replay could not keep (too
+small, or too close to a channel kept before it), with the reasons. Channels whose filters use
+fields the snapshot cannot answer are kept as planned: Plex decides them at build time.
+`lineup_guard_for` gives one build of a concurrent run its guard: the channels planned before it,
+resolved on the snapshot, so the Anthropic worker's commits are judged by the same checks.
 """
 
 from __future__ import annotations
@@ -61,8 +61,12 @@ def matches(node: FilterNode | None, item: MediaItem, show_networks: Mapping[str
     return evaluate(node, item)
 
 
-def answerable(node: FilterNode | None, *, networks: bool) -> bool:
-    """Whether every field of the filter can be judged in memory."""
+def answerable(
+    node: FilterNode | None, *, networks: bool, exclude: FilterNode | None = None
+) -> bool:
+    """Whether every field of the filter (and of its exclusion) can be judged in memory."""
+    if exclude is not None and not answerable(exclude, networks=networks):
+        return False
     if node is None:
         return True
     if isinstance(node, Group):
@@ -78,12 +82,21 @@ def resolve(
     envelope: FilterEnvelope,
     items: Sequence[MediaItem],
     show_networks: Mapping[str, str] | None = None,
+    exclude: FilterNode | None = None,
 ) -> list[MediaItem]:
-    """The complete pool of a filter envelope over in-memory items."""
+    """The complete pool of a filter envelope over in-memory items, minus its exclusion.
+
+    `exclude` is the channel's EXCLUDE definition (over the same media types): an item it
+    matches leaves the pool, as `pools.combine_pools` does for definitions resolved by Plex.
+    """
     wanted = _playable(envelope.effective_media_types)
     networks = show_networks or {}
     return [
-        item for item in items if item.type in wanted and matches(envelope.filter, item, networks)
+        item
+        for item in items
+        if item.type in wanted
+        and matches(envelope.filter, item, networks)
+        and not (exclude is not None and matches(exclude, item, networks))
     ]
 
 
@@ -99,14 +112,18 @@ class MemoryToolbox:
         """Tag values are not needed by the offline builder."""
         return []
 
-    def preview_filter(self, envelope: FilterEnvelope, detail: PreviewDetail) -> FilterPreview:
+    def preview_filter(
+        self, envelope: FilterEnvelope, detail: PreviewDetail, exclude: FilterNode | None = None
+    ) -> FilterPreview:
         """Resolve in memory and summarise."""
         wanted = _playable(envelope.effective_media_types)
         library = sum(1 for item in self.items if item.type in wanted)
-        pool = resolve(envelope, self.items, self.show_networks)
+        pool = resolve(envelope, self.items, self.show_networks, exclude)
         return summarise_pool(pool, detail=detail, library_items=library)
 
-    def commit_channel(self, envelope: FilterEnvelope, pool: FilterPreview) -> CommittedChannel:
+    def commit_channel(
+        self, envelope: FilterEnvelope, pool: FilterPreview, exclude: FilterNode | None = None
+    ) -> CommittedChannel:
         """Record the commit."""
         self.committed.append(envelope)
         return CommittedChannel(channel_id="memory", number=0)
@@ -153,7 +170,8 @@ def curate_lineup(
         kept: list[PlannedChannel] = []
         for channel in package.channels:
             envelope = channel.envelope()
-            if not answerable(envelope.filter, networks=bool(show_networks)):
+            networks = bool(show_networks)
+            if not answerable(envelope.filter, networks=networks, exclude=channel.exclude_node()):
                 unverified.append(channel.key)
                 kept.append(channel)
                 continue
@@ -164,12 +182,17 @@ def curate_lineup(
             committed = outcome.envelope
             try:
                 revised = plan_filter(committed.filter)
+                exclude = None if outcome.exclude is None else plan_filter(outcome.exclude)
             except ValueError as error:
                 removed.append((channel.key, str(error)))
                 continue
             kept.append(
                 channel.model_copy(
-                    update={"media_types": list(committed.effective_media_types), "filter": revised}
+                    update={
+                        "media_types": list(committed.effective_media_types),
+                        "filter": revised,
+                        "exclude": exclude,
+                    }
                 )
             )
         if kept:
@@ -205,8 +228,8 @@ def lineup_guard_for(
     guard = LineupGuard(rules=rules or LineupRules())
     networks = bool(show_networks)
     for channel in earlier:
-        envelope = channel.envelope()
-        if answerable(envelope.filter, networks=networks):
-            pool = resolve(envelope, items, show_networks)
+        envelope, exclude = channel.envelope(), channel.exclude_node()
+        if answerable(envelope.filter, networks=networks, exclude=exclude):
+            pool = resolve(envelope, items, show_networks, exclude)
             guard.keep(channel.name, frozenset(i.rating_key for i in pool), envelope.filter)
     return guard

@@ -9,9 +9,12 @@ for, so the shared tools consult a `LineupGuard` before a commit (issue 10):
   (a near-subset in either direction), is refused with the kept channel's name;
 - **audience** — a channel named for kids or a family (`audience_of`) may only carry items whose
   content rating is at or below its ceiling (`KIDS_RATINGS` / `FAMILY_RATINGS`); unrated items
-  count as above it, because nobody vouched for them. The fix the refusal names is a
-  `contentRating` group (`ceiling_group`), which is how the offline builder revises such a
-  channel.
+  count as above it, because nobody vouched for them. The ceiling is enforced with an EXCLUDE
+  definition (`ceiling_exclusion`: `contentRating isNot G and isNot TV-Y ...`, which an unrated
+  item also matches, so it leaves the pool too). The pool the check judges is the channel's
+  filter minus its exclusion, so a channel kept under the ceiling by it passes; the refusal
+  names the exclusion to add, and the offline builder plans and revises kids and family
+  channels with it.
 
 The guard holds only rating keys and content ratings, so the same object serves the offline
 builder and the Anthropic worker loop, and a test can replay a lineup in memory.
@@ -22,6 +25,7 @@ plays) and `is_cut_short` (a callsign that is just the channel name truncated).
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -111,6 +115,27 @@ def ceiling_group(audience: Audience, present: Iterable[str] | None = None) -> F
     return Group(combinator="or", children=conditions)
 
 
+def ceiling_exclusion(audience: Audience, present: Iterable[str] | None = None) -> FilterNode:
+    """The filter of the EXCLUDE definition that keeps a channel at its audience's ceiling.
+
+    It matches every item *not* rated at the ceiling (`contentRating isNot G and isNot TV-Y
+    ...`, the negation of `ceiling_group`). An item without a rating matches every `isNot`
+    (Plex's "is not" is none-of, and so is the local evaluator's), so unrated items leave the
+    pool as well: nobody vouched for them.
+
+    Args:
+        audience: Whose ceiling.
+        present: The ratings the library spells, as for `ceiling_group`; None lists the whole
+            ceiling (a value the library lacks is harmless in an `isNot`).
+
+    Returns:
+        One `isNot` condition, or an `and` group of them.
+    """
+    negated = negate(ceiling_group(audience, present))
+    assert negated is not None  # tag conditions always negate
+    return negated
+
+
 class LineupRules(BaseModel):
     """How different a channel must be from the channels already kept."""
 
@@ -194,10 +219,12 @@ class LineupGuard:
             if above:
                 allowed = ", ".join(CEILINGS[audience])
                 listed = ", ".join(f"{rating} {count}" for rating, count in above.items())
+                exclusion = ceiling_exclusion(audience).model_dump(mode="json", exclude_none=True)
                 reasons.append(
                     f"a {audience} channel may only carry {allowed}; {sum(above.values())} "
-                    f"items are above that ceiling ({listed}): AND the filter with a "
-                    "contentRating group (is G or is TV-Y or ...)"
+                    f"items are above that ceiling ({listed}); unrated items count as above "
+                    "it. Keep the filter and add an EXCLUDE definition for the ceiling: pass "
+                    f"exclude={json.dumps(exclusion, separators=(',', ':'))} with it"
                 )
         return reasons
 

@@ -83,7 +83,8 @@ def diff_lineup(
     Args:
         on_air: Every channel of the source before the lineup (AI, manual and preset).
         ai_packages: Names of the AI packages the wipe would delete.
-        plan: The sanitised plan.
+        plan: The sanitised plan, restricted to the channels that will be built
+            (`LineupPlan.only` with a run's `limit`).
         numbering: The plan's numbers (computed as if the wipe had happened).
 
     Returns:

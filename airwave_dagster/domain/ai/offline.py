@@ -2,7 +2,8 @@
 
 `offline_plan(profile, vocabulary, existing_packages)` designs a lineup from the profile alone, in
 layers that are near-partitions of one medium each (see `offline_plan`): genre channels for
-movies and for series kept apart (kids and family titles first, under their rating ceiling; then
+movies and for series kept apart (kids and family titles first, under their rating ceiling,
+which an EXCLUDE definition enforces (`lineup_checks.ceiling_exclusion`); then
 every genre from the smallest up, each excluding what an earlier genre channel claimed), movie
 eras (small old decades folded into one classic channel), networks ranked by runtime, a few
 studios ranked by runtime, and technical picks last. Names say the medium ("Crime Series",
@@ -14,10 +15,11 @@ used only as the vocabulary spells them, and at most `MAX_OFFLINE_CHANNELS` chan
 worker through a `ToolSession`: preview the planned filter, widen it step by step when the pool is
 too small or too short (looser numeric windows, fewer AND conditions; both media types only for a
 channel whose name and description name no medium), revise a kids/family channel whose pool goes
-above its rating ceiling (AND a `contentRating` group), skip variants the lineup guard refuses
-(too close to a channel already kept), commit when a preview passes, and give up with the reasons
-when no variant passes. Same inputs, same calls, same outcome. `offline_guard()` is the guard the
-offline builder keeps a lineup with (stricter than the shared default: Jaccard below 0.35).
+above its rating ceiling (add the ceiling's EXCLUDE definition), skip variants the lineup guard
+refuses (too close to a channel already kept), commit when a preview passes, and give up with the
+reasons when no variant passes. Same inputs, same calls, same outcome. `offline_guard()` is the
+guard the offline builder keeps a lineup with (stricter than the shared default: Jaccard below
+0.35).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from airwave_dagster.domain.ai.lineup_checks import (
     Audience,
     LineupGuard,
     LineupRules,
-    ceiling_group,
+    ceiling_exclusion,
     compact,
     is_cut_short,
 )
@@ -109,6 +111,8 @@ class _Draft:
     description: str
     filter: _Node
     media_types: tuple[MediaType, ...] = MEDIA_TYPES
+    exclude: _Node | None = None
+    """The EXCLUDE definition's filter (a kids or family channel's rating ceiling)."""
     ordering: str = "SHUFFLE"
     icon: str = "lucide:Tv"
     target: int = 0
@@ -293,6 +297,7 @@ def _planned_channel(key: str, draft: _Draft, callsign: str) -> PlannedChannel:
             "icon": draft.icon,
             "media_types": list(draft.media_types),
             "filter": draft.filter,
+            "exclude": draft.exclude,
         }
     )
 
@@ -425,9 +430,6 @@ def _genre_package(profile: LibraryProfile, spelling: _Spelling, kind: MediaType
     spelled = [spelling.spell("genre", g) for g in ("animation", "family")]
     present = [g for g in spelled if g is not None and _has_genre(profile, g, kind)]
     if present:
-        young = Group(
-            combinator="and", children=[_genre_node(present), ceiling_group(audience, ratings)]
-        )
         ceiling = " or ".join(CEILINGS[audience][:2] if kind == "movie" else CEILINGS[audience])
         package.channels.append(
             _Draft(
@@ -437,7 +439,8 @@ def _genre_package(profile: LibraryProfile, spelling: _Spelling, kind: MediaType
                     if kind == "movie"
                     else f"{' and '.join(present)} series for kids, each show in order."
                 ),
-                filter=_to_plan(young),
+                filter=_to_plan(_genre_node(present)),
+                exclude=_to_plan(ceiling_exclusion(audience, ratings)),
                 media_types=(kind,),
                 ordering=ordering,
                 icon="lucide:Baby",
@@ -713,7 +716,13 @@ def build_channel_offline(
         if guard is not None
         else None
     )
-    session = ToolSession(toolbox, planned=channel.envelope(), rules=pool_rules, check=check)
+    session = ToolSession(
+        toolbox,
+        planned=channel.envelope(),
+        rules=pool_rules,
+        check=check,
+        planned_exclude=channel.exclude_node(),
+    )
     try:
         return _build(channel, session, pool_rules, check)
     except Exception as error:  # a toolbox failure (Plex down): the build fails, trace kept
@@ -727,6 +736,7 @@ def _build(
     check: ChannelCheck | None,
 ) -> ChannelOutcome:
     planned = channel.envelope()
+    exclude = channel.exclude_node()
     names_medium = bool(_MEDIUM_WORDS.search(f"{channel.name} {channel.description}"))
     variants = _variants(tuple(planned.effective_media_types), planned.filter, names_medium)
     tried: set[str] = set()
@@ -734,7 +744,7 @@ def _build(
     audience = check.audience if check is not None else None
     while variants and len(tried) < MAX_PREVIEWS:
         media_types, node = variants.pop(0)
-        payload = _tool_filter(media_types, node)
+        payload = _tool_filter(media_types, node, exclude)
         signature = repr(payload)
         if signature in tried:
             continue
@@ -750,11 +760,13 @@ def _build(
             reasons = check.reasons(result.preview)
             if reasons:
                 # Too close to a kept channel: another variant may differ; above the ceiling:
-                # the same filter under the ceiling is tried next.
+                # the same filter with the ceiling's EXCLUDE definition is tried next, and the
+                # exclusion stays for every wider variant.
                 keys = frozenset(result.preview.item_keys)
-                revised = _under_ceiling(node, audience, result.preview.content_ratings)
+                revised = _with_ceiling(exclude, audience, result.preview.content_ratings)
                 if revised is not None and not check.guard.conflicts(keys):
-                    variants.insert(0, (media_types, revised))
+                    exclude = revised
+                    variants.insert(0, (media_types, node))
                 continue
         commit = session.call("commit_channel", payload)
         if commit.terminal == "committed":
@@ -766,24 +778,37 @@ def _build(
     return session.finish()
 
 
-def _under_ceiling(
-    node: FilterNode | None, audience: Audience | None, ratings: Mapping[str, int]
+def _with_ceiling(
+    exclude: FilterNode | None, audience: Audience | None, ratings: Mapping[str, int]
 ) -> FilterNode | None:
-    """The filter ANDed with the audience's rating ceiling, when the pool goes above it."""
-    if node is None or audience is None:
+    """The exclusion with the audience's ceiling added, when the pool goes above it.
+
+    The whole ceiling is listed (the builder does not know which ratings the library spells;
+    an `isNot` of a value Plex lacks keeps everything). None when there is no audience, or the
+    exclusion already holds the ceiling and the pool is still above it (nothing to revise).
+    """
+    if audience is None or not ratings:
         return None
-    ceiling = ceiling_group(audience, [r for r in ratings if r != "unrated"])
-    if isinstance(node, Group) and node.combinator == "and":
-        if ceiling in node.children:
+    ceiling = ceiling_exclusion(audience)
+    if exclude is None:
+        return ceiling
+    if exclude == ceiling:
+        return None
+    if isinstance(exclude, Group) and exclude.combinator == "or":
+        if ceiling in exclude.children:
             return None
-        return node.model_copy(update={"children": [*node.children, ceiling]})
-    return Group(combinator="and", children=[node, ceiling])
+        return exclude.model_copy(update={"children": [*exclude.children, ceiling]})
+    return Group(combinator="or", children=[exclude, ceiling])
 
 
-def _tool_filter(media_types: Collection[MediaType], node: FilterNode | None) -> dict[str, Any]:
+def _tool_filter(
+    media_types: Collection[MediaType], node: FilterNode | None, exclude: FilterNode | None = None
+) -> dict[str, Any]:
     payload: dict[str, Any] = {"mediaTypes": list(media_types)}
     if node is not None:
         payload["filter"] = node.model_dump(mode="json", exclude_none=True)
+    if exclude is not None:
+        payload["exclude"] = exclude.model_dump(mode="json", exclude_none=True)
     return payload
 
 

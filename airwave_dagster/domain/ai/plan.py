@@ -10,7 +10,9 @@ as a `PlanChange` (docs/reference/ai-lineup.md ยง5.2, docs/reference/domain.md ย
   kind, its field does not exist on *every* searched media type, or its value cannot be read for
   the kind (e.g. year "nineties"); a group left without children is removed;
 - a channel whose filter is removed entirely is **dropped** (never left to match the whole
-  library), as is a channel whose media types and filter repeat an earlier channel's;
+  library), as is a channel whose media types, filter and exclusion repeat an earlier channel's;
+  an `exclude` (the EXCLUDE definition) is cleaned the same way and dropped alone when nothing of
+  it is usable;
 - duplicate channel or package keys are made unique (`-2`, `-3`, ...), keys are slugged;
 - an `existingKey` that names no offered package is ignored (a new package is created);
 - a package left without channels is dropped.
@@ -267,6 +269,11 @@ class PlannedChannel(_PlanModel):
     icon: str | None = Field(default=None, description='"lucide:Name" or "phosphor:Name"')
     media_types: list[MediaType] = Field(min_length=1, description="movie and/or show")
     filter: PlanFilter
+    exclude: PlanFilter | None = Field(
+        default=None,
+        description="optional: items matching it are removed from the pool (stored as an "
+        "EXCLUDE definition after the filter); a kids or family channel's rating ceiling",
+    )
 
     @field_validator("ordering", mode="before")
     @classmethod
@@ -285,6 +292,10 @@ class PlannedChannel(_PlanModel):
     def envelope(self) -> FilterEnvelope:
         """The `plexFilter` envelope `{mediaTypes, filter}` a PREDICATE definition stores."""
         return FilterEnvelope(media_types=list(self.media_types), filter=self.filter_node())
+
+    def exclude_node(self) -> FilterNode | None:
+        """The exclusion in the filter language, or None when the channel has none."""
+        return None if self.exclude is None else to_filter_node(self.exclude)
 
 
 class PlannedPackage(_PlanModel):
@@ -316,6 +327,17 @@ class LineupPlan(_PlanModel):
     def channels(self) -> list[tuple[PlannedPackage, PlannedChannel]]:
         """Every `(package, channel)` pair in plan order."""
         return [(package, channel) for package in self.packages for channel in package.channels]
+
+    def only(self, keys: Collection[str]) -> LineupPlan:
+        """The plan with only the channels of these keys, in plan order; emptied packages go.
+
+        What a capped run (`limit`) builds: its diff and its lineup checks see only these.
+        """
+        packages = [
+            package.model_copy(update={"channels": [c for c in package.channels if c.key in keys]})
+            for package in self.packages
+        ]
+        return self.model_copy(update={"packages": [p for p in packages if p.channels]})
 
     def channel(self, key: str) -> PlannedChannel:
         """The channel with this key.
@@ -576,17 +598,25 @@ def _sanitize_channel(
             "nearly the whole library, so it is dropped"
         )
         return _drop(package_key, key, channel.name, path, reason, changes)
+    exclude = None
+    if channel.exclude is not None:
+        # An exclusion left without a usable condition is dropped, not the channel: it only
+        # ever narrows the pool, which the commit verifies anyway.
+        exclude = _clean_node(channel.exclude, media, f"{path}.exclude", package_key, key, changes)
     signature = canonical_json(
         {
             "mediaTypes": sorted(media),
             "filter": to_filter_node(cleaned).model_dump(mode="json", exclude_none=True),
+            "exclude": None
+            if exclude is None
+            else to_filter_node(exclude).model_dump(mode="json", exclude_none=True),
         }
     )
     if signature in signatures:
         reason = f"same media types and filter as channel {signatures[signature]!r}"
         return _drop(package_key, key, channel.name, path, reason, changes)
     signatures[signature] = key
-    update: dict[str, object] = {"key": key, "filter": cleaned}
+    update: dict[str, object] = {"key": key, "filter": cleaned, "exclude": exclude}
     callsign = normalise_callsign(channel.callsign)
     if callsign != channel.callsign:
         update["callsign"] = callsign

@@ -63,7 +63,8 @@ The planner proposed a filter. Treat it as a starting point, not a yes/no questi
 1. Preview the proposed filter (preview_filter, detail "compact").
 2. If the pool fits the channel's idea, commit it at once; do not keep exploring.
 3. If it does not, fix it (add a title constraint, an exclusion or another dimension, or widen a \
-window), preview again, and commit when it fits.
+window), preview again, and commit when it fits. Pass `exclude` to remove items from the pool (an \
+EXCLUDE definition): a kids or family channel keeps its rating ceiling that way.
 4. Call give_up only after real alternatives failed and the library truly cannot support the \
 channel — never after the first preview.
 
@@ -113,8 +114,17 @@ def render_channel_brief(channel: PlannedChannel) -> str:
         else "Target pool size: not given",
         f"Ordering: {channel.ordering}",
         f"Media types: {', '.join(channel.media_types)}",
-        "",
-        "PROPOSED FILTER (verify it first):",
-        proposed,
     ]
+    if channel.exclude is not None:
+        # Before the filter, so the brief still ends with the proposed filter's JSON.
+        excluded = json.dumps(
+            channel.exclude.model_dump(mode="json", by_alias=True),
+            ensure_ascii=False,
+            separators=(",", ":"),
+            sort_keys=True,
+        )
+        lines.append(
+            f"Proposed exclude (an EXCLUDE definition, kept unless you pass one): {excluded}"
+        )
+    lines += ["", "PROPOSED FILTER (verify it first):", proposed]
     return "\n".join(lines)

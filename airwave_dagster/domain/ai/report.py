@@ -25,7 +25,7 @@ from airwave_dagster.domain.ai.plan import DroppedChannel, PlannedChannel
 from airwave_dagster.domain.ai.quality import BuiltChannel, LineupQuality, lineup_quality
 from airwave_dagster.domain.ai.tools import BuildStatus, ChannelOutcome
 from airwave_dagster.domain.ai.usage import PriceTable, Usage, summarise_cost, total_usage
-from airwave_dagster.domain.filters import FilterEnvelope
+from airwave_dagster.domain.filters import FilterEnvelope, FilterNode
 from airwave_dagster.domain.library import MediaItem
 
 BUDGET_REASON = "budget"
@@ -49,6 +49,9 @@ class ChannelBuildResult(BaseModel):
     envelope: FilterEnvelope | None = Field(
         default=None, description="The committed filter (for the lineup's quality measures)."
     )
+    exclude: FilterNode | None = Field(
+        default=None, description="The committed exclusion (EXCLUDE definition), if any."
+    )
     callsign: str | None = None
     description: str = ""
     model_calls: int = 0
@@ -71,6 +74,7 @@ class ChannelBuildResult(BaseModel):
             pool_items=outcome.pool.total_items if outcome.pool else None,
             pool_hours=outcome.pool.total_runtime_hours if outcome.pool else None,
             envelope=outcome.envelope,
+            exclude=outcome.exclude,
             callsign=channel.callsign,
             description=channel.description,
             model_calls=outcome.model_calls,
@@ -287,6 +291,8 @@ def measure_built_lineup(
 ) -> LineupQuality:
     """The quality measures of the built channels, each pool resolved again on the snapshot.
 
+    A pool is the committed filter minus its exclusion, as the channel's definitions resolve.
+
     Channels whose committed filter uses a field the snapshot cannot answer (e.g. `network`
     without the shows' networks) are left out of the measures rather than guessed.
 
@@ -301,14 +307,14 @@ def measure_built_lineup(
     channels = [
         BuiltChannel(
             name=r.name,
-            pool=resolve(r.envelope, items, show_networks),
+            pool=resolve(r.envelope, items, show_networks, r.exclude),
             callsign=r.callsign,
             description=r.description,
         )
         for r in sorted(results, key=lambda r: (r.number, r.key))
         if r.status == "created"
         and r.envelope is not None
-        and answerable(r.envelope.filter, networks=bool(show_networks))
+        and answerable(r.envelope.filter, networks=bool(show_networks), exclude=r.exclude)
     ]
     return lineup_quality(items, channels)
 

@@ -21,6 +21,11 @@ the same `ToolSession`, so every commit is verified the same way (docs/reference
   filter that only excludes things is refused before it is even resolved. Given a
   `ChannelCheck`, the commit also runs the lineup-level checks of `lineup_checks` (overlap with
   the channels already kept, the audience's rating ceiling) and remembers the kept pool.
+- `exclude` — `preview_filter` and `commit_channel` take an optional second filter whose items
+  leave the pool; the commit stores it as an EXCLUDE definition after the filter's INCLUDE one
+  (`channel_definitions`, combined as docs/reference/domain.md §2.6). Every check judges the
+  pool *after* the exclusion, so an exclusion is how a kids or family channel is kept under its
+  rating ceiling (`lineup_checks.ceiling_exclusion`).
 - `ToolSession` — one build's state: the planned filter as default, commit/give-up at most once,
   the summarised trace (`TraceStep`, real matched counts), and `finish()` → `ChannelOutcome`.
 - `summarise_pool(items)` — the pure `FilterPreview` of a resolved pool (counts, runtime hours,
@@ -55,6 +60,7 @@ from airwave_dagster.domain.filters import (
     parse_filter,
 )
 from airwave_dagster.domain.library import MEDIA_TYPES, MediaItem, MediaType
+from airwave_dagster.domain.lineup_file import DefinitionMode
 
 MAX_MODEL_CALLS = 24
 """Model calls one channel's agent may make (docs/reference/ai-lineup.md §6.3)."""
@@ -265,12 +271,16 @@ class ChannelToolbox(Protocol):
         """Sorted unique tag titles of a tag field across the libraries of those types."""
         ...
 
-    def preview_filter(self, envelope: FilterEnvelope, detail: PreviewDetail) -> FilterPreview:
-        """Resolve the complete pool of `envelope` and summarise it (see `summarise_pool`)."""
+    def preview_filter(
+        self, envelope: FilterEnvelope, detail: PreviewDetail, exclude: FilterNode | None = None
+    ) -> FilterPreview:
+        """Resolve the complete pool of `envelope`, minus what `exclude` matches; summarise it."""
         ...
 
-    def commit_channel(self, envelope: FilterEnvelope, pool: FilterPreview) -> CommittedChannel:
-        """Store the verified filter on the reserved channel and enable it.
+    def commit_channel(
+        self, envelope: FilterEnvelope, pool: FilterPreview, exclude: FilterNode | None = None
+    ) -> CommittedChannel:
+        """Store the verified definitions (`channel_definitions`) and enable the reserved channel.
 
         Called only after `verify_pool` accepted `pool`, which the commit resolved itself.
         """
@@ -279,6 +289,22 @@ class ChannelToolbox(Protocol):
     def give_up(self, reason: str) -> None:
         """Release the reserved channel (delete the claim)."""
         ...
+
+
+def channel_definitions(
+    envelope: FilterEnvelope, exclude: FilterNode | None = None
+) -> list[tuple[DefinitionMode, FilterEnvelope]]:
+    """The PREDICATE definitions of a channel, in evaluation order (docs/reference/domain.md §2.6).
+
+    The filter is the INCLUDE definition; an exclusion follows as an EXCLUDE definition over the
+    same media types, so it removes only what the filter added.
+    """
+    definitions: list[tuple[DefinitionMode, FilterEnvelope]] = [("INCLUDE", envelope)]
+    if exclude is not None:
+        definitions.append(
+            ("EXCLUDE", FilterEnvelope(media_types=envelope.media_types, filter=exclude))
+        )
+    return definitions
 
 
 class ToolDefinition(BaseModel):
@@ -337,6 +363,14 @@ _NODE_DEFS: dict[str, Any] = {
 }
 
 
+_EXCLUDE_SCHEMA: dict[str, Any] = {
+    "$ref": "#/$defs/node",
+    "description": "Optional: items matching this filter are removed from the pool (an EXCLUDE "
+    "definition stored after the filter). A kids or family channel keeps its rating ceiling "
+    "with it: contentRating isNot each allowed rating.",
+}
+
+
 def _schema(
     properties: dict[str, Any], required: list[str], *, nodes: bool = False
 ) -> dict[str, Any]:
@@ -389,6 +423,7 @@ TOOL_DEFINITIONS: tuple[ToolDefinition, ...] = (
             {
                 "mediaTypes": _MEDIA_TYPES_SCHEMA,
                 "filter": {"$ref": "#/$defs/node"},
+                "exclude": _EXCLUDE_SCHEMA,
                 "detail": {"type": "string", "enum": ["quick", "compact"]},
             },
             ["mediaTypes", "filter"],
@@ -397,13 +432,16 @@ TOOL_DEFINITIONS: tuple[ToolDefinition, ...] = (
     ),
     ToolDefinition(
         name="commit_channel",
-        description="Commit the channel with its final filter (omit filter to keep the proposed "
-        "one). The commit resolves the pool itself and refuses pools that are too small, too "
-        "short or the whole library. Call it once, when a preview looked right.",
+        description="Commit the channel with its final filter and exclusion (omit either to keep "
+        "the proposed one). The commit resolves the pool itself and refuses pools that are too "
+        "small, too short, the whole library, a repeat of another channel of the lineup, or "
+        "above a kids or family channel's rating ceiling. Call it once, when a preview looked "
+        "right.",
         input_schema=_schema(
             {
                 "mediaTypes": _MEDIA_TYPES_SCHEMA,
                 "filter": {"$ref": "#/$defs/node"},
+                "exclude": _EXCLUDE_SCHEMA,
                 "poolSize": {
                     "type": "integer",
                     "description": "Item count of your final preview (informational only).",
@@ -475,6 +513,9 @@ class ToolResult(BaseModel):
     envelope: FilterEnvelope | None = Field(
         default=None, description="The filter this call previewed or committed."
     )
+    exclude: FilterNode | None = Field(
+        default=None, description="The exclusion this call previewed or committed, if any."
+    )
     reason: str | None = Field(default=None, description="give_up's reason / refusal reasons.")
 
 
@@ -530,6 +571,7 @@ def run_tool(
     rules: PoolRules | None = None,
     default_envelope: FilterEnvelope | None = None,
     check: ChannelCheck | None = None,
+    default_exclude: FilterNode | None = None,
 ) -> ToolResult:
     """Validate and execute one tool call.
 
@@ -540,6 +582,8 @@ def run_tool(
         rules: Pool verification rules for `commit_channel` (defaults: 3 items, 10 h).
         default_envelope: The planned filter, used by `commit_channel` when its filter is omitted.
         check: The lineup-level checks `commit_channel` also applies (none: the pool alone).
+        default_exclude: The planned exclusion, used by `commit_channel` when its exclude is
+            omitted.
 
     Returns:
         The result; `is_error` for bad input, a refused commit or a `ToolError`.
@@ -553,7 +597,9 @@ def run_tool(
         return _error(name, f"unknown tool {name!r}{hint}; tools: {', '.join(TOOL_NAMES)}")
     try:
         if name == "commit_channel":
-            return _commit(toolbox, payload, rules or PoolRules(), default_envelope, check)
+            return _commit(
+                toolbox, payload, rules or PoolRules(), default_envelope, check, default_exclude
+            )
         return handler(toolbox, payload, rules or PoolRules(), default_envelope)
     except ToolError as error:
         return _error(name, error.message)
@@ -615,7 +661,12 @@ def _search(
     return _preview_result(tool, preview, envelope)
 
 
-def _preview_result(tool: str, preview: FilterPreview, envelope: FilterEnvelope) -> ToolResult:
+def _preview_result(
+    tool: str,
+    preview: FilterPreview,
+    envelope: FilterEnvelope,
+    exclude: FilterNode | None = None,
+) -> ToolResult:
     """What a previewing tool returns to the model: the pool summary and its real count."""
     return ToolResult(
         tool=tool,
@@ -623,7 +674,16 @@ def _preview_result(tool: str, preview: FilterPreview, envelope: FilterEnvelope)
         matched=preview.total_items,
         preview=preview,
         envelope=envelope,
+        exclude=exclude,
     )
+
+
+def _exclusion(
+    payload: Mapping[str, Any], media_types: tuple[MediaType, ...], tool: str
+) -> FilterNode | None:
+    """The call's `exclude` filter; None when omitted."""
+    raw = payload.get("exclude")
+    return None if raw is None else _envelope(media_types, raw, f"{tool} (exclude)").filter
 
 
 def _preview(
@@ -637,11 +697,12 @@ def _preview(
     if payload.get("filter") is None:
         raise ToolError(f"{tool}: 'filter' is required (a condition or a group)")
     envelope = _envelope(media_types, payload["filter"], tool)
+    exclude = _exclusion(payload, media_types, tool)
     detail = payload.get("detail", "quick")
     if detail not in ("quick", "compact"):
         raise ToolError(f"{tool}: detail must be 'quick' or 'compact', got {detail!r}")
-    preview = toolbox.preview_filter(envelope, detail)
-    return _preview_result(tool, preview, envelope)
+    preview = toolbox.preview_filter(envelope, detail, exclude)
+    return _preview_result(tool, preview, envelope, exclude)
 
 
 def _commit(
@@ -650,6 +711,7 @@ def _commit(
     rules: PoolRules,
     default: FilterEnvelope | None,
     check: ChannelCheck | None = None,
+    default_exclude: FilterNode | None = None,
 ) -> ToolResult:
     tool = "commit_channel"
     media_types = _media_types(payload.get("mediaTypes"), tool)
@@ -667,7 +729,10 @@ def _commit(
             "the whole library; add a condition that selects what the channel is about"
         )
     envelope = FilterEnvelope(media_types=list(media_types), filter=node)
-    pool = toolbox.preview_filter(envelope, "compact")
+    exclude = _exclusion(payload, media_types, tool)
+    if "exclude" not in payload:
+        exclude = default_exclude
+    pool = toolbox.preview_filter(envelope, "compact", exclude)
     reasons = verify_pool(pool, rules.min_items, rules.min_runtime_hours)
     if check is not None:
         reasons += check.reasons(pool)
@@ -678,9 +743,14 @@ def _commit(
         )
         refused = _error(tool, message, reason="; ".join(reasons))
         return refused.model_copy(
-            update={"matched": pool.total_items, "preview": pool, "envelope": envelope}
+            update={
+                "matched": pool.total_items,
+                "preview": pool,
+                "envelope": envelope,
+                "exclude": exclude,
+            }
         )
-    committed = toolbox.commit_channel(envelope, pool)
+    committed = toolbox.commit_channel(envelope, pool, exclude)
     if check is not None:
         check.keep(pool, node)
     content = {
@@ -698,6 +768,7 @@ def _commit(
         preview=pool,
         committed=committed,
         envelope=envelope,
+        exclude=exclude,
     )
 
 
@@ -752,6 +823,9 @@ class ChannelOutcome(BaseModel):
     channel_id: str | None = None
     number: int | None = None
     envelope: FilterEnvelope | None = Field(default=None, description="The committed filter.")
+    exclude: FilterNode | None = Field(
+        default=None, description="The committed exclusion (the EXCLUDE definition), if any."
+    )
     pool: FilterPreview | None = Field(default=None, description="The pool the commit verified.")
     tool_calls: int = 0
     model_calls: int = 0
@@ -762,10 +836,10 @@ class ChannelOutcome(BaseModel):
 class ToolSession:
     """One channel build's tool state, shared by both providers.
 
-    The planned filter is the default for `commit_channel`; a commit or a give-up ends the build
-    and any later tool call is answered with an error; every call and result is summarised into
-    `trace` with the real pool size. With a `check`, a commit is also judged against the lineup
-    kept so far (and joins it when it passes).
+    The planned filter and exclusion are the defaults for `commit_channel`; a commit or a give-up
+    ends the build and any later tool call is answered with an error; every call and result is
+    summarised into `trace` with the real pool size. With a `check`, a commit is also judged against
+    the lineup kept so far (and joins it when it passes).
     """
 
     def __init__(
@@ -775,9 +849,11 @@ class ToolSession:
         planned: FilterEnvelope | None = None,
         rules: PoolRules | None = None,
         check: ChannelCheck | None = None,
+        planned_exclude: FilterNode | None = None,
     ) -> None:
         self.toolbox = toolbox
         self.planned = planned
+        self.planned_exclude = planned_exclude
         self.rules = rules or PoolRules()
         self.check = check
         self.trace: list[TraceStep] = []
@@ -806,6 +882,7 @@ class ToolSession:
                 rules=self.rules,
                 default_envelope=self.planned,
                 check=self.check,
+                default_exclude=self.planned_exclude,
             )
         if result.terminal is not None:
             self.terminal = result
@@ -859,6 +936,7 @@ class ToolSession:
                 channel_id=terminal.committed.channel_id,
                 number=terminal.committed.number,
                 envelope=terminal.envelope,
+                exclude=terminal.exclude,
                 pool=terminal.preview,
                 **common,
             )

@@ -100,28 +100,39 @@ class LocalToolbox:
     number: int = 1001
     previews: int = 0
     commits: list[FilterEnvelope] = field(default_factory=list)
+    exclusions: list[FilterNode | None] = field(default_factory=list)
     gave_up: list[str] = field(default_factory=list)
     fail_previews_after: int | None = None
     tag_values: dict[str, list[str]] = field(default_factory=dict)
 
-    def pool(self, envelope: FilterEnvelope) -> list[MediaItem]:
+    def pool(self, envelope: FilterEnvelope, exclude: FilterNode | None = None) -> list[MediaItem]:
         candidates = _of_types(self.items, envelope.effective_media_types)
-        return [item for item in candidates if local_match(envelope.filter, item, self.networks)]
+        return [
+            item
+            for item in candidates
+            if local_match(envelope.filter, item, self.networks)
+            and not (exclude is not None and local_match(exclude, item, self.networks))
+        ]
 
     def discover_field_values(self, field: str, media_types: tuple[MediaType, ...]) -> list[str]:
         if field not in self.tag_values:
             raise ToolError(f"no values recorded for {field!r}")
         return self.tag_values[field]
 
-    def preview_filter(self, envelope: FilterEnvelope, detail: PreviewDetail) -> FilterPreview:
+    def preview_filter(
+        self, envelope: FilterEnvelope, detail: PreviewDetail, exclude: FilterNode | None = None
+    ) -> FilterPreview:
         self.previews += 1
         if self.fail_previews_after is not None and self.previews > self.fail_previews_after:
             raise ConnectionError("Plex is unreachable")
         library = len(_of_types(self.items, envelope.effective_media_types))
-        return summarise_pool(self.pool(envelope), detail=detail, library_items=library)
+        return summarise_pool(self.pool(envelope, exclude), detail=detail, library_items=library)
 
-    def commit_channel(self, envelope: FilterEnvelope, pool: FilterPreview) -> CommittedChannel:
+    def commit_channel(
+        self, envelope: FilterEnvelope, pool: FilterPreview, exclude: FilterNode | None = None
+    ) -> CommittedChannel:
         self.commits.append(envelope)
+        self.exclusions.append(exclude)
         return CommittedChannel(channel_id=f"ch-{self.number}", number=self.number)
 
     def give_up(self, reason: str) -> None:

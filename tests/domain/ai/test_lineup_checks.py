@@ -7,12 +7,15 @@ import json
 import pytest
 
 from airwave_dagster.domain.ai.lineup_checks import (
+    KIDS_RATINGS,
     LineupGuard,
     LineupRules,
     audience_of,
+    ceiling_exclusion,
     ceiling_group,
     is_cut_short,
     negate,
+    rating_of,
 )
 from airwave_dagster.domain.ai.offline import build_channel_offline, make_callsign
 from airwave_dagster.domain.ai.plan import parse_plan
@@ -88,20 +91,23 @@ def test_the_commit_tool_refuses_overlap_and_wrong_audience_then_keeps_the_fix()
         refused.is_error
         and "repeats channel 'Drama Movies'" in json.loads(refused.content)["error"]
     )
-    # A kids channel with R-rated cartoons is refused; under the ceiling it is kept.
+    # A kids channel with R-rated cartoons is refused, and told which EXCLUDE definition keeps
+    # it under its ceiling; the same filter with that exclusion is kept.
     kids = ToolSession(toolbox, check=ChannelCheck.of(guard, "Kids Cartoons"))
-    wrong = kids.call(
-        "commit_channel", {"mediaTypes": ["movie"], "filter": _filter("genre", "Animation")}
-    )
+    animation = _filter("genre", "Animation")
+    wrong = kids.call("commit_channel", {"mediaTypes": ["movie"], "filter": animation})
     assert wrong.is_error and "above that ceiling (R 4)" in (wrong.reason or "")
-    fixed_filter = {
-        "type": "group",
-        "combinator": "and",
-        "children": [_filter("genre", "Animation"), _filter("contentRating", "G")],
-    }
-    fixed = kids.call("commit_channel", {"mediaTypes": ["movie"], "filter": fixed_filter})
+    named = (wrong.reason or "").split("pass exclude=")[1].removesuffix(" with it")
+    exclusion = ceiling_exclusion("kids")
+    assert json.loads(named) == exclusion.model_dump(mode="json", exclude_none=True)
+    fixed = kids.call(
+        "commit_channel",
+        {"mediaTypes": ["movie"], "filter": animation, "exclude": json.loads(named)},
+    )
     assert fixed.terminal == "committed" and fixed.preview is not None
     assert fixed.preview.content_ratings == {"G": 8}
+    assert fixed.exclude == exclusion and toolbox.exclusions == [None, exclusion]
+    assert kids.finish().exclude == exclusion
     assert [k.name for k in guard.kept] == ["Drama Movies", "Kids Cartoons"]
     assert kids.finish().status == "created" and again.finish().status == "skipped"
 
@@ -134,7 +140,10 @@ def test_the_offline_builder_revises_a_kids_channel_under_its_ceiling() -> None:
     toolbox = LocalToolbox(items)
     outcome = build_channel_offline(channel, toolbox, guard=LineupGuard())
     assert outcome.status == "created" and outcome.envelope is not None
-    pool = toolbox.pool(outcome.envelope)
+    # The filter stays what was planned; the ceiling is the EXCLUDE definition.
+    assert outcome.envelope.filter == Condition(field="genre", op="is", value="Animation")
+    assert outcome.exclude == ceiling_exclusion("kids")
+    pool = toolbox.pool(outcome.envelope, outcome.exclude)
     assert {item.content_rating for item in pool} == {"G"} and len(pool) == 8
     # Without a guard nothing is checked: the R-rated cartoons stay (the old behaviour).
     unguarded = build_channel_offline(channel, LocalToolbox(items))
@@ -164,6 +173,19 @@ def test_negate_matches_exactly_the_other_items(demo: Demo, node: FilterNode) ->
     assert negated is not None
     for item in demo.items:
         assert evaluate(negated, item) != evaluate(node, item), (item.rating_key, node)
+
+
+def test_the_ceiling_exclusion_removes_everything_above_it_unrated_items_too() -> None:
+    items = [_movie(f"m{i}", "Animation", r) for i, r in enumerate(("G", "TV-Y7", "PG", "R", None))]
+    exclusion = ceiling_exclusion("kids")
+    removed = {item.content_rating for item in items if evaluate(exclusion, item)}
+    assert removed == {"PG", "R", None}
+    for item in items:
+        assert evaluate(exclusion, item) == (rating_of(item.content_rating) not in KIDS_RATINGS)
+    # Only the ratings the library spells are listed (as the library spells them).
+    assert ceiling_exclusion("kids", ["g", "R"]) == Condition(
+        field="contentRating", op="isNot", value="g"
+    )
 
 
 def test_a_decimal_bound_cannot_be_negated_exactly() -> None:

@@ -47,7 +47,9 @@ def _build(size: int, seed: int) -> Built:
         assert outcome.status in ("created", "skipped"), outcome.reason
         if outcome.status == "created":
             assert outcome.envelope is not None
-            pool = toolbox.pool(outcome.envelope)  # resolved again, not the build's own count
+            pool = toolbox.pool(
+                outcome.envelope, outcome.exclude
+            )  # resolved again, not the build's own count
             assert outcome.pool is not None and outcome.pool.total_items == len(pool)
             channels.append(BuiltChannel(channel.name, pool, channel.callsign, channel.description))
     return Built(items, networks, plan, channels, lineup_quality(items, channels))
@@ -106,7 +108,10 @@ def test_the_curated_plan_is_the_guarded_lineup(built: Built) -> None:
         assert outcome.envelope is not None
         rebuilt.append(
             BuiltChannel(
-                channel.name, toolbox.pool(outcome.envelope), channel.callsign, channel.description
+                channel.name,
+                toolbox.pool(outcome.envelope, outcome.exclude),
+                channel.callsign,
+                channel.description,
             )
         )
     assert lineup_quality(built.items, rebuilt) == built.quality

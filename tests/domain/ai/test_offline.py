@@ -6,6 +6,12 @@ from collections import Counter
 
 import pytest
 
+from airwave_dagster.domain.ai.lineup_checks import (
+    above_ceiling,
+    audience_of,
+    ceiling_exclusion,
+    rating_counts,
+)
 from airwave_dagster.domain.ai.numbering import assign_numbers
 from airwave_dagster.domain.ai.offline import (
     MAX_OFFLINE_CHANNELS,
@@ -62,6 +68,29 @@ def _conditions(node: object) -> list[object]:
     if children is None:
         return [node]
     return [c for child in children for c in _conditions(child)]
+
+
+def test_kids_and_family_channels_carry_their_ceiling_as_an_exclude_definition(
+    demo: Demo,
+) -> None:
+    plan = offline_plan(demo.profile, demo.vocabulary)
+    ratings = demo.vocabulary["contentRating"]
+    young = [(c, audience_of(c.name, c.description)) for _, c in plan.channels()]
+    young = [(c, a) for c, a in young if a is not None]
+    assert {c.name for c, _ in young} == {"Family Movies", "Saturday Morning Cartoons"}
+    for channel, audience in young:
+        assert channel.exclude_node() == ceiling_exclusion(audience, ratings), channel.name
+        # The filter says what the channel is about; the ceiling is only in the exclusion.
+        assert "contentRating" not in {c.field for c in _conditions(channel.filter_node())}
+        toolbox = LocalToolbox(demo.items, demo.show_networks)
+        pool = toolbox.pool(channel.envelope(), channel.exclude_node())
+        assert not above_ceiling(rating_counts(i.content_rating for i in pool), audience)
+        if channel.name == "Family Movies":
+            # The genres alone carry PG-13 films: the exclusion is what keeps them off.
+            included = rating_counts(i.content_rating for i in toolbox.pool(channel.envelope()))
+            assert above_ceiling(included, audience) and len(pool) >= 3
+    others = [c for _, c in plan.channels() if audience_of(c.name, c.description) is None]
+    assert others and all(c.exclude is None for c in others)
 
 
 def test_the_offline_plan_is_deterministic_and_schema_valid(demo: Demo) -> None:
@@ -124,7 +153,7 @@ def test_the_offline_builder_commits_at_least_20_verified_channels(demo: Demo) -
             assert toolbox.commits == [outcome.envelope]
             assert outcome.pool is not None and verify_pool(outcome.pool) == []
             assert outcome.envelope is not None
-            pool = toolbox.pool(outcome.envelope)
+            pool = toolbox.pool(outcome.envelope, outcome.exclude)
             # The pool the commit verified is the real, complete pool, never the whole library.
             assert len(pool) == outcome.pool.total_items
             assert 3 <= len(pool) < len(demo.items)
