@@ -31,6 +31,7 @@ EXECUTOR_ENV = "AIRWAVE_EXECUTOR"
 CELERY_BROKER_ENV = "AIRWAVE_CELERY_BROKER_URL"
 CELERY_QUEUE_ENV = "AIRWAVE_CELERY_QUEUE"
 APPROVERS_ENV = "AIRWAVE_APPROVERS"
+LLM_CONCURRENCY_ENV = "AIRWAVE_LLM_CONCURRENCY"
 
 CHECKOUT_ROOT = Path(__file__).resolve().parents[1]
 """Where a checkout keeps `pyproject.toml`; an installed wheel has none there."""
@@ -125,6 +126,16 @@ class Settings(BaseSettings):
         validation_alias=CELERY_QUEUE_ENV,
         pattern=r"^[A-Za-z0-9_.-]+$",
         description="The celery queue steps are sent to and `airwave worker` listens on.",
+    )
+    llm_concurrency: int = Field(
+        default=6,
+        ge=1,
+        le=1000,  # Dagster's most slots per pool (DAGSTER_MAX_GLOBAL_OP_CONCURRENCY_LIMIT)
+        validation_alias=LLM_CONCURRENCY_ENV,
+        description=(
+            "Steps that call the model (planner, channel builds) running at once across all "
+            "runs and workers: the limit of Dagster's `llm` pool, written at every run start."
+        ),
     )
     approvers: str | None = Field(
         default=None,

@@ -3,7 +3,9 @@
 Import benchmark: a 50-channel `import_lineup` run against the Plex emulator with 20 ms added to
 every request, through Dagster's multiprocess executor with Postgres storage, once with the
 production start method (forkserver) and once with spawn, side by side in one process so the
-ratio is fair on a shared, noisy machine.
+ratio is fair on a shared, noisy machine. Then the same import on the multiprocess executor and
+on two celery workers (`bench/executors.py`). `--only executors` runs that comparison alone and
+replaces its section of BENCHMARKS.md, leaving the others as they were measured.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sqlalchemy as sa
 from airwave_dagster import settings
 from airwave_dagster.cli import environment
 from bench.ai_lineup import ai_lineup_section
+from bench.executors import executors_section
 from bench.lineup_quality import lineup_quality_section
 from bench.maintenance import maintenance_section
 
@@ -142,6 +145,7 @@ def _run_import(
         rows = conn.execute(sa.text("SELECT count(*) FROM airwave.schedule_item")).scalar_one()
     engine.dispose()
     return {
+        "run_id": run_id,
         "wall_s": wall,
         "channels": created,
         "schedule_rows": rows,
@@ -152,8 +156,12 @@ def _run_import(
     }
 
 
-def main() -> None:
-    """Run the benchmarks and write BENCHMARKS.md."""
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmarks and write BENCHMARKS.md (`--only executors`: that section alone)."""
+    args = sys.argv[1:] if argv is None else argv
+    only_executors = args == ["--only", "executors"]
+    if args and not only_executors:
+        raise SystemExit("usage: python -m bench.run [--only executors]")
     from airwave_dagster.definitions import import_lineup_job
 
     server = environment.start_private_postgres(environment.airwave_home())
@@ -190,13 +198,22 @@ def main() -> None:
             lineup_path = Path(tmp) / "bench-lineup.json"
             lineup_path.write_text(json.dumps(_lineup(CHANNELS)))
             with dg.DagsterInstance.get() as instance:
-                forkserver = _run_import(instance, import_lineup_job, lineup_path, plex_url, db_url)
+
+                def production_import() -> dict[str, Any]:
+                    return _run_import(instance, import_lineup_job, lineup_path, plex_url, db_url)
+
+                executors = executors_section(instance, production_import, {emulator.pid})
+                if only_executors:
+                    _replace_section(executors)
+                    return
+                forkserver = production_import()
                 spawn = _run_import(instance, spawn_import_job, lineup_path, plex_url, db_url)
                 ai_section = ai_lineup_section(instance, db_url)
     finally:
         emulator.terminate()
         emulator.wait(timeout=10)
     _write(forkserver, spawn, env)
+    _append(executors)
     _append(maintenance_section(db_url))
     _append(ai_section)
     _append(lineup_quality_section())
@@ -240,6 +257,22 @@ def _write(forkserver: dict[str, Any], spawn: dict[str, Any], env: environment.E
     ]
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _replace_section(section: str) -> None:
+    """Put `section` in BENCHMARKS.md in place of the one with its heading (or at the end)."""
+    path = ROOT / "BENCHMARKS.md"
+    heading = section.split("\n", 1)[0]
+    text = path.read_text(encoding="utf-8")
+    start = text.find(heading + "\n")
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    else:
+        following = text.find("\n## ", start + len(heading))
+        rest = text[following + 1 :] if following >= 0 else ""
+        text = text[:start] + section + ("\n" + rest if rest else "\n")
+    path.write_text(text, encoding="utf-8")
+    sys.stdout.write(section + "\n")
 
 
 def _append(section: str) -> None:

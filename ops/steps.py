@@ -11,6 +11,13 @@ from airwave_dagster.run_tags import CODE_VERSION_TAG
 from airwave_dagster.settings import Settings
 from resources.stores.claims import Claimant
 
+LLM_POOL = "llm"
+"""Dagster concurrency pool of every op that calls the model: one limit across runs and workers.
+
+Its limit is `AIRWAVE_LLM_CONCURRENCY`, written into the instance when a run of a job that
+declares the pool starts (`fan_out_executor(..., llm_pool=True)`); docs/scale-out.md.
+"""
+
 
 def versioned_op(version: str, **kwargs: Any) -> Callable[[Callable[..., Any]], dg.OpDefinition]:
     """`dg.op` with a code version, mirrored into the op's tags so each run records it.
@@ -108,8 +115,19 @@ def celery_app_args(settings: Settings) -> dict[str, Any]:
     }
 
 
+def limit_llm_pool(instance: dg.DagsterInstance, settings: Settings) -> None:
+    """Make the `llm` pool's limit in the instance `AIRWAVE_LLM_CONCURRENCY`.
+
+    The pool's slots live in the event-log database, where every run worker claims them before
+    it starts (multiprocess) or submits (celery) a pooled step; Dagster's `dagster.yaml` offers
+    only a `default_limit` for every pool, so the limit is set here, by name. Setting the
+    current value again changes nothing, and a lower value takes effect as held slots are freed.
+    """
+    instance.event_log_storage.set_concurrency_slots(LLM_POOL, settings.llm_concurrency)
+
+
 def fan_out_executor(
-    max_concurrent: int, start_method: str = "forkserver"
+    max_concurrent: int, start_method: str = "forkserver", *, llm_pool: bool = False
 ) -> dg.ExecutorDefinition:
     """The executor of a fan-out job: multiprocess here, or celery workers when configured.
 
@@ -118,11 +136,13 @@ def fan_out_executor(
     schedules all follow it). Multiprocess is a sliding window of `max_concurrent` step
     processes; forkserver preloads the code location once, so a step costs about a third of a
     spawned one (docs/dagster-notes.md Q2). Under celery the bound across runs and workers is the
-    workers' own concurrency and the op pools (docs/scale-out.md).
+    workers' own concurrency and the op pools (docs/scale-out.md). Under both, steps in the
+    `llm` pool also wait for one of its slots, shared with every other run.
 
     Args:
         max_concurrent: Steps running at once (multiprocess).
         start_method: "forkserver" (default) or "spawn" (benchmarks compare the two).
+        llm_pool: The job has ops in `LLM_POOL`: set the pool's limit when a run starts.
     """
     method: Mapping[str, object] = (
         {"forkserver": {"preload_modules": ["airwave_dagster.definitions"]}}
@@ -141,6 +161,8 @@ def fan_out_executor(
     )
     def _fan_out(init_context: dg.InitExecutorContext) -> dg.Executor:
         settings = Settings.load()
+        if llm_pool:
+            limit_llm_pool(init_context.instance, settings)
         if settings.executor == "celery":
             from dagster._core.execution.retries import RetryMode
             from dagster_celery.executor import CeleryExecutor

@@ -192,6 +192,18 @@ def launch(
         raise LaunchRefused(str(error)) from error
 
 
+def free_pool_slots(instance: dg.DagsterInstance, run_id: str) -> None:
+    """Give back every concurrency-pool slot (the `llm` pool's) that `run_id` still holds.
+
+    A run worker frees a step's slot when the step ends, so a worker killed mid-step leaves its
+    slots claimed; only the monitoring daemon would free them, 30 s after the run is marked
+    finished (`free_slots_after_run_end_seconds`). Without a daemon they would stay claimed and
+    shrink the pool for every later run, so whatever marks a dead run finished frees them too.
+    """
+    if instance.event_log_storage.supports_global_concurrency_limits:
+        instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+
+
 def fail_if_dead(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterRun:
     """Mark an in-progress run whose worker is gone FAILURE, so it can be resumed; return it.
 
@@ -199,7 +211,7 @@ def fail_if_dead(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.Dagster
     The run is tagged not to be retried automatically: the caller resumes it itself, and a
     daemon must not resume it a second time. Storing the failure computes that tag from the retry
     policy, so it is overwritten right after (a daemon polls every few seconds; this takes
-    milliseconds).
+    milliseconds). The pool slots the dead worker held are freed.
     """
     from airwave_dagster.durability.run_launcher import dead_worker_reason
 
@@ -210,6 +222,7 @@ def fail_if_dead(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.Dagster
         run, message=f"{reason}; marked FAILURE by the airwave CLI so it can be resumed"
     )
     instance.add_run_tags(run.run_id, {WILL_RETRY_TAG: "false"})
+    free_pool_slots(instance, run.run_id)
     refreshed = instance.get_run_by_id(run.run_id)
     return refreshed if refreshed is not None else run
 
@@ -347,8 +360,9 @@ def cancel(
     from the queue. A running one is terminated through its code server — the executor interrupts
     in-flight steps, whose builds delete their own claims — or, when that server is gone, by
     signalling its worker process on this machine. Claims its steps still hold afterwards (a
-    process killed without cleanup) are deleted, and the reason is recorded on the run. Canceled
-    runs are never resumed automatically (run retries only follow failures).
+    process killed without cleanup) are deleted, so are the pool slots it still holds, and the
+    reason is recorded on the run. Canceled runs are never resumed automatically (run retries
+    only follow failures).
     """
     from airwave_dagster.durability.run_launcher import (
         dead_worker_reason,
@@ -396,6 +410,7 @@ def cancel(
         # does not stay in progress forever.
         instance.report_run_canceled(current, message=f"Canceled: {reason}")
     released = open_project_stores().claims.release_run({run_id})
+    free_pool_slots(instance, run_id)
     final = instance.get_run_by_id(run_id)
     assert final is not None
     return final, True, released

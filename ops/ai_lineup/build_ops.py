@@ -39,7 +39,14 @@ from ops.ai_lineup.reporting import assemble_report, report_metadata
 from ops.library_assets import (
     AI_LINEUP_KEY,
 )
-from ops.steps import claimant, mapping_key, root_cause_failure, trace_identity, versioned_op
+from ops.steps import (
+    LLM_POOL,
+    claimant,
+    mapping_key,
+    root_cause_failure,
+    trace_identity,
+    versioned_op,
+)
 from resources.ai_toolbox import library_sizes
 from resources.database import DatabaseResource
 from resources.llm import (
@@ -154,6 +161,7 @@ def fan_out_ai_builds(
 
 @versioned_op(
     OP_VERSION,
+    pool=LLM_POOL,
     retry_policy=dg.RetryPolicy(max_retries=1, delay=2.0, backoff=dg.Backoff.EXPONENTIAL),
 )
 def build_ai_channel(

@@ -19,12 +19,13 @@ from ops.ai_lineup.ops import (
 from ops.steps import fan_out_executor
 
 BUILD_CONCURRENCY = 6
-"""At most this many channel builds run at once (a sliding window, not the reference's waves)."""
+"""At most this many channel builds of one run at once (a sliding window, not the reference's
+waves); across runs the `llm` pool (AIRWAVE_LLM_CONCURRENCY) bounds them as well."""
 
 
 def ai_lineup_executor(start_method: str = "forkserver") -> dg.ExecutorDefinition:
-    """The multiprocess executor bounding channel builds to BUILD_CONCURRENCY at once."""
-    return fan_out_executor(BUILD_CONCURRENCY, start_method)
+    """The fan-out executor: BUILD_CONCURRENCY builds per run, the `llm` pool across runs."""
+    return fan_out_executor(BUILD_CONCURRENCY, start_method, llm_pool=True)
 
 
 @dg.job(

@@ -45,7 +45,7 @@ from ops.library_assets import (
     profile_sha256,
     sync_metadata,
 )
-from ops.steps import trace_identity, versioned_op
+from ops.steps import LLM_POOL, trace_identity, versioned_op
 from resources.ai_toolbox import library_sizes
 from resources.database import DatabaseResource
 from resources.llm import (
@@ -242,7 +242,7 @@ def list_existing_packages(
     return ExistingPackages(packages=packages)
 
 
-@versioned_op(OP_VERSION)
+@versioned_op(OP_VERSION, pool=LLM_POOL)
 def plan_lineup(
     context: dg.OpExecutionContext,
     analyzed: AnalyzedLibrary,

@@ -2,24 +2,39 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
+import dagster as dg
 import pytest
 from dagster._core.executor.multiprocess import MultiprocessExecutor
 from dagster_celery.executor import CeleryExecutor
 
 from airwave_dagster import settings
+from ops.ai_lineup.job import ai_lineup
 from ops.lineup_import.job import IMPORT_CONCURRENCY, import_lineup
+from ops.steps import LLM_POOL
 
 
-def _create(monkeypatch: pytest.MonkeyPatch, **env: str) -> Any:
-    for name in (settings.EXECUTOR_ENV, settings.CELERY_BROKER_ENV, settings.CELERY_QUEUE_ENV):
+def _create(
+    monkeypatch: pytest.MonkeyPatch,
+    job: dg.JobDefinition = import_lineup,
+    init_context: Any = None,
+    **env: str,
+) -> Any:
+    for name in (
+        settings.EXECUTOR_ENV,
+        settings.CELERY_BROKER_ENV,
+        settings.CELERY_QUEUE_ENV,
+        settings.LLM_CONCURRENCY_ENV,
+    ):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv(settings.ENV_FILE_ENV, "/nonexistent/.env")
-    # The creation function reads only the settings, not its init context.
-    return import_lineup.executor_def.executor_creation_fn(None)  # type: ignore[arg-type, misc]
+    # Of its init context the creation function reads only the instance, and only for a job
+    # with pooled ops; import_lineup has none.
+    return job.executor_def.executor_creation_fn(init_context)  # type: ignore[misc]
 
 
 def test_multiprocess_by_default_bounded_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,3 +64,35 @@ def test_celery_when_asked_on_the_named_broker_and_queue(monkeypatch: pytest.Mon
 def test_celery_without_a_broker_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="AIRWAVE_CELERY_BROKER_URL"):
         _create(monkeypatch, **{settings.EXECUTOR_ENV: "celery"})
+
+
+def test_only_the_model_calling_ops_are_in_the_llm_pool() -> None:
+    pooled = {node.name for node in ai_lineup.graph.nodes if node.definition.pools}
+
+    assert pooled == {"plan_lineup", "build_ai_channel"}
+    assert all(
+        node.definition.pool == LLM_POOL for node in ai_lineup.graph.nodes if node.name in pooled
+    )
+    assert not any(node.definition.pools for node in import_lineup.graph.nodes)
+
+
+@pytest.mark.parametrize("executor", ["multiprocess", "celery"])
+def test_an_ai_lineup_run_start_sets_the_pool_limit_from_the_settings(
+    monkeypatch: pytest.MonkeyPatch, executor: str
+) -> None:
+    with dg.instance_for_test() as instance:
+        context = SimpleNamespace(instance=instance)
+        env = {
+            settings.EXECUTOR_ENV: executor,
+            settings.CELERY_BROKER_ENV: "redis://127.0.0.1:6379/13",
+        }
+        _create(monkeypatch, ai_lineup, context, **env)
+        assert instance.event_log_storage.get_concurrency_info(LLM_POOL).slot_count == 6
+
+        _create(monkeypatch, ai_lineup, context, **env, **{settings.LLM_CONCURRENCY_ENV: "2"})
+        assert instance.event_log_storage.get_concurrency_info(LLM_POOL).slot_count == 2
+
+
+def test_a_pool_limit_below_one_is_refused_with_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(settings.SettingsError, match=settings.LLM_CONCURRENCY_ENV):
+        _create(monkeypatch, ai_lineup, None, **{settings.LLM_CONCURRENCY_ENV: "0"})

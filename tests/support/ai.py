@@ -30,12 +30,17 @@ def synced(store, plex_emulator, library_snapshot) -> str:
     The rows are what `resources.stores.library.sync_library` writes (its own tests cover it);
     inserting the session's copy saves re-reading 2,000 items through plexapi in every test.
     """
+    libraries, items = library_snapshot
+    return write_snapshot(store, plex_emulator.url, libraries, items)
+
+
+def write_snapshot(store: Any, plex_url: str, libraries: list[Any], items: list[Any]) -> str:
+    """Record a complete library snapshot of `plex_url` in `store`'s database; the source id."""
     import sqlalchemy as sa
 
     from resources import tables as t
 
-    libraries, items = library_snapshot
-    source_id = store.sync_source(plex_emulator.url, libraries)
+    source_id = store.sync_source(plex_url, libraries)
     insert_items(store, source_id, items)
     with store.transaction() as conn:  # what a complete snapshot records
         conn.execute(

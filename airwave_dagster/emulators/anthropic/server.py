@@ -107,6 +107,10 @@ class _State:
     statuses: Counter[int] = field(default_factory=Counter)
     usage: Counter[str] = field(default_factory=Counter)
     replies: int = 0
+    # Messages requests being answered now, and the most at once since the last reset: what a
+    # concurrency limit on the callers (the `llm` pool) must keep down.
+    in_flight: int = 0
+    peak_in_flight: int = 0
     serial: Iterator[int] = field(default_factory=lambda: count(1))
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
@@ -216,6 +220,19 @@ class _Handler(BaseHTTPRequestHandler):
         if record.method != "POST" or path not in (MESSAGES_PATH, COUNT_TOKENS_PATH):
             self._error(record, 404, f"{record.method} {record.path} is not served by the stub")
             return
+        if path != MESSAGES_PATH:
+            self._answer(record, path)
+            return
+        with self.state.lock:
+            self.state.in_flight += 1
+            self.state.peak_in_flight = max(self.state.peak_in_flight, self.state.in_flight)
+        try:
+            self._answer(record, path)
+        finally:
+            with self.state.lock:
+                self.state.in_flight -= 1
+
+    def _answer(self, record: StubRequest, path: str) -> None:
         if self.state.latency > 0:
             time.sleep(self.state.latency)
         problem = self._refusal(record)
@@ -459,6 +476,8 @@ def _stats(state: _State) -> dict[str, Any]:
             "usage": {name: state.usage.get(name, 0) for name in USAGE_FIELDS},
             "remaining": len(state.script),
             "cached_prefixes": cached,
+            "in_flight": state.in_flight,
+            "peak_in_flight": state.peak_in_flight,
         }
 
 
@@ -602,12 +621,28 @@ class LLMStub:
         self._state.cache.reset()
 
     def reset_requests(self) -> None:
-        """Forget recorded requests and zero the counters (the script and the cache stay)."""
+        """Forget recorded requests and zero the counters (the script and the cache stay).
+
+        The peak of concurrent Messages requests restarts from those in flight now.
+        """
         with self._state.lock:
             self._state.records.clear()
             self._state.statuses.clear()
             self._state.usage.clear()
             self._state.replies = 0
+            self._state.peak_in_flight = self._state.in_flight
+
+    @property
+    def in_flight(self) -> int:
+        """Messages requests being answered now (latency and scripted delays included)."""
+        with self._state.lock:
+            return self._state.in_flight
+
+    @property
+    def peak_in_flight(self) -> int:
+        """The most Messages requests answered at once since the stub started or was reset."""
+        with self._state.lock:
+            return self._state.peak_in_flight
 
     def stats(self) -> dict[str, Any]:
         """Counters: requests, logical calls, replies, statuses, summed usage, cached prefixes."""

@@ -237,6 +237,31 @@ def test_match_routes_concurrent_loops_to_their_own_replies(
         assert entry is not None and entry["match"] == channel
 
 
+def test_the_peak_of_concurrent_messages_requests_is_recorded(
+    stub: LLMStub, client_for: ClientFactory
+) -> None:
+    stub.latency = 0.5
+    stub.responder = lambda body: {"kind": "text", "text": "ok"}
+    clients = [client_for(stub) for _ in range(3)]
+    threads = [
+        threading.Thread(
+            target=c.messages.create,
+            kwargs={"model": MODEL, "max_tokens": 8, "messages": [user("q")]},
+        )
+        for c in clients
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    client_for(stub).messages.count_tokens(model=MODEL, messages=[user("q")])
+
+    assert stub.peak_in_flight == 3 and stub.in_flight == 0
+    assert stub.stats()["peak_in_flight"] == 3
+    stub.reset_requests()
+    assert stub.peak_in_flight == 0
+
+
 @pytest.mark.parametrize(
     ("messages", "extra", "problem"),
     [
