@@ -1,6 +1,6 @@
 """Runs submitted through a running webserver of this home (`airwave dev`), over its GraphQL API.
 
-Starting a code server costs the CLI about 18 s on the demo machine before the first line; a
+Starting a code server costs the CLI 10 to 20 s on the 2-core development machine; a
 webserver already serving the code location takes a run at once. `airwave dev` announces itself
 in `<DAGSTER_HOME>/airwave-webserver.json` (port and pid); a command finds it there, checks that
 the process lives and answers, and otherwise falls back to starting its own code server.
