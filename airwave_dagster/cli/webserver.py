@@ -56,9 +56,7 @@ query Group($runId: ID!) {{
 }}
 """
 
-LAUNCH = """
-mutation Launch($params: ExecutionParams!) {
-  launchRun(executionParams: $params) {
+_LAUNCHED = """
     __typename
     ... on LaunchRunSuccess { run { runId } }
     ... on PythonError { message }
@@ -69,8 +67,13 @@ mutation Launch($params: ExecutionParams!) {
     ... on PipelineNotFoundError { message }
     ... on InvalidSubsetError { message }
     ... on RunConfigValidationInvalid { errors { message } }
-  }
-}
+"""
+"""What a launch answers (`launchRun` and `launchRunReexecution` share the union)."""
+
+LAUNCH = f"""
+mutation Launch($params: ExecutionParams!) {{
+  launchRun(executionParams: $params) {{ {_LAUNCHED} }}
+}}
 """
 
 TERMINATE = """
@@ -86,21 +89,12 @@ mutation Terminate($runId: String!) {
 }
 """
 
-REEXECUTE = """
-mutation Reexecute($parentRunId: String!, $strategy: ReexecutionStrategy!) {
-  launchRunReexecution(reexecutionParams: {parentRunId: $parentRunId, strategy: $strategy}) {
-    __typename
-    ... on LaunchRunSuccess { run { runId } }
-    ... on PythonError { message }
-    ... on InvalidStepError { invalidStepKey }
-    ... on InvalidOutputError { stepKey invalidOutputName }
-    ... on RunConflict { message }
-    ... on UnauthorizedError { message }
-    ... on PipelineNotFoundError { message }
-    ... on InvalidSubsetError { message }
-    ... on RunConfigValidationInvalid { errors { message } }
-  }
-}
+REEXECUTE = f"""
+mutation Reexecute($parentRunId: String!, $strategy: ReexecutionStrategy!) {{
+  launchRunReexecution(reexecutionParams: {{parentRunId: $parentRunId, strategy: $strategy}}) {{
+    {_LAUNCHED}
+  }}
+}}
 """
 
 
