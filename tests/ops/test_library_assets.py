@@ -124,8 +124,12 @@ def test_an_empty_answer_is_refused_unless_allowed(store, server, small_library)
     assert len(result.removed) == 120 and not any(_items(store).values())
 
 
-def test_the_asset_materializes_and_fails_cleanly_when_plex_is_down(clean_db, store, server):
-    result = dg.materialize([plex_library], resources=_resources(clean_db, server))
+def test_the_asset_materializes_and_fails_cleanly_when_plex_is_down(
+    clean_db, store, server, dagster_instance
+):
+    result = dg.materialize(
+        [plex_library], resources=_resources(clean_db, server), instance=dagster_instance
+    )
     assert result.success
     metadata = result.asset_materializations_for_node("plex_library")[0].metadata
     assert metadata["changed"].value is True and metadata["items"].value == 120
@@ -133,7 +137,10 @@ def test_the_asset_materializes_and_fails_cleanly_when_plex_is_down(clean_db, st
 
     server.handle.configure(fail_all=True)
     failed = dg.materialize(
-        [plex_library], resources=_resources(clean_db, server), raise_on_error=False
+        [plex_library],
+        resources=_resources(clean_db, server),
+        raise_on_error=False,
+        instance=dagster_instance,
     )
     assert not failed.success
     failure = next(e for e in failed.all_events if e.event_type_value == "STEP_FAILURE")
@@ -143,7 +150,7 @@ def test_the_asset_materializes_and_fails_cleanly_when_plex_is_down(clean_db, st
 
 
 def test_a_library_change_reaches_only_the_channels_whose_pool_changed(
-    clean_db, store, server, small_library
+    clean_db, store, server, small_library, dagster_instance
 ) -> None:
     maintenance = MaintenanceStore(store)
     sync_library(store, server.client())
@@ -168,7 +175,9 @@ def test_a_library_change_reaches_only_the_channels_whose_pool_changed(
     seam = next_seam(maintenance.pass_marks(channel), now_utc() + timedelta(minutes=5))
     assert seam is not None
 
-    run = follow_library.execute_in_process(resources=_resources(clean_db, server))
+    run = follow_library.execute_in_process(
+        resources=_resources(clean_db, server), instance=dagster_instance
+    )
 
     assert run.success
     summary = run.output_for_node("summarize_follow")
@@ -191,7 +200,9 @@ def test_a_library_change_reaches_only_the_channels_whose_pool_changed(
     assert sync_library(store, server.client()).removed == (str(gone),)
     assert _items(store)[str(gone)] is False
 
-    run = follow_library.execute_in_process(resources=_resources(clean_db, server))
+    run = follow_library.execute_in_process(
+        resources=_resources(clean_db, server), instance=dagster_instance
+    )
 
     assert run.success
     assert run.output_for_node("summarize_follow").repaired == 1
@@ -204,6 +215,8 @@ def test_a_library_change_reaches_only_the_channels_whose_pool_changed(
     assert rows_of(store, bystander) == bystander_rows
 
     # 3. Nothing changed: following again touches nobody.
-    run = follow_library.execute_in_process(resources=_resources(clean_db, server))
+    run = follow_library.execute_in_process(
+        resources=_resources(clean_db, server), instance=dagster_instance
+    )
     summary = run.output_for_node("summarize_follow")
     assert (summary.relaid, summary.repaired, summary.rows_added) == (0, 0, 0)

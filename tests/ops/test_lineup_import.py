@@ -41,16 +41,19 @@ def _result(number: int, name: str = "c") -> ChannelResult:
     )
 
 
-def _context(url: str) -> dg.OpExecutionContext:
-    return dg.build_op_context(resources={"database": DatabaseResource(url=url)})
+def _context(url: str, instance: dg.DagsterInstance) -> dg.OpExecutionContext:
+    # The Postgres instance: without one Dagster makes an ephemeral in-memory SQLite instance.
+    return dg.build_op_context(resources={"database": DatabaseResource(url=url)}, instance=instance)
 
 
-def test_report_fails_naming_channels_without_a_build_result(clean_db: str) -> None:
+def test_report_fails_naming_channels_without_a_build_result(
+    clean_db: str, dagster_instance: dg.DagsterInstance
+) -> None:
     planned = _planned(3)
     packages = PackagesResult(created=["genres"], reused=[], would_create=[])
 
     with pytest.raises(dg.Failure) as missing:
-        summarize_import(_context(clean_db), planned, packages, [_result(100)])
+        summarize_import(_context(clean_db, dagster_instance), planned, packages, [_result(100)])
 
     assert "2 planned channel(s) have no build result: 101, 102" in str(missing.value.description)
 

@@ -53,7 +53,7 @@ def test_follow_is_requested_unless_the_refresh_says_nothing_changed() -> None:
 @pytest.mark.postgres
 @pytest.mark.plex
 def test_a_failing_channel_is_reported_and_the_others_are_extended(
-    store: AirwaveStore, plex_client: PlexClient
+    store: AirwaveStore, plex_client: PlexClient, dagster_instance: dg.DagsterInstance
 ) -> None:
     source = store.sync_source(plex_client.base_url, plex_client.libraries())
     maintenance = MaintenanceStore(store)
@@ -73,6 +73,7 @@ def test_a_failing_channel_is_reported_and_the_others_are_extended(
     result = extend_schedules.execute_in_process(
         resources=production_resources(),
         run_config={"ops": {"plan_extend": {"config": {"batch_size": 2}}}},
+        instance=dagster_instance,
     )
 
     assert result.success
