@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import dagster as dg
 
 from airwave_dagster.run_tags import CODE_VERSION_TAG
 from airwave_dagster.settings import Settings
+from resources import heartbeats
 from resources.stores.claims import Claimant
 
 LLM_POOL = "llm"
@@ -168,17 +169,42 @@ def fan_out_executor(
             from dagster_celery.executor import CeleryExecutor
 
             args = celery_app_args(settings)
-            return CeleryExecutor(
-                broker=args["broker"],
-                backend=args["backend"],
-                include=args["include"],
-                config_source=args["config_source"],
-                retries=RetryMode.ENABLED,
+            return HeartbeatExecutor(
+                CeleryExecutor(
+                    broker=args["broker"],
+                    backend=args["backend"],
+                    include=args["include"],
+                    config_source=args["config_source"],
+                    retries=RetryMode.ENABLED,
+                )
             )
         from dagster._core.definitions.executor_definition import (
             _core_multiprocess_executor_creation,
         )
 
-        return _core_multiprocess_executor_creation(multiprocess)
+        return HeartbeatExecutor(_core_multiprocess_executor_creation(multiprocess))
 
     return _fan_out
+
+
+class HeartbeatExecutor(dg.Executor):
+    """An executor whose orchestration writes run-worker heartbeats (resources/heartbeats.py).
+
+    Only the run worker calls `execute`; step processes and celery workers build the executor
+    too but never orchestrate, so they never beat. Everything else is the wrapped executor's.
+    """
+
+    def __init__(self, wrapped: dg.Executor) -> None:
+        self.wrapped = wrapped
+
+    def execute(self, plan_context: Any, execution_plan: Any) -> Iterator[Any]:
+        with heartbeats.beating(plan_context.instance, plan_context.run_id):
+            yield from self.wrapped.execute(plan_context, execution_plan)
+
+    @property
+    def retries(self) -> Any:
+        return self.wrapped.retries
+
+    @property
+    def step_dependency_config(self) -> Any:
+        return self.wrapped.step_dependency_config

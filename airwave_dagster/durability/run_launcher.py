@@ -6,19 +6,24 @@ server was gone too stays STARTED forever (docs/dagster-notes.md Q4b). This laun
 the monitoring daemon's health check from the operating system: the run worker reports its pid in
 the event log ("Started process for run (pid: N)"), and when the code server that launched it is
 on this machine (a unix socket or a loopback address — always so under `airwave dev` and the CLI)
-a pid that no longer exists, or is a zombie, means the worker died. The daemon then marks the run
-failed within one poll interval (5 s in dagster.yaml), and run retries resume it.
+a pid that no longer exists, or is a zombie, means the worker died. A worker on another machine
+is judged by its heartbeat instead (resources/heartbeats.py): none for 60 s means it died. The
+daemon then marks the run failed within one poll interval (5 s in dagster.yaml), and run retries
+resume it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import dagster as dg
 from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, WorkerStatus
 from dagster._core.storage.tags import GRPC_INFO_TAG
+
+from resources import heartbeats
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
@@ -74,12 +79,20 @@ def launched_locally(run: dg.DagsterRun) -> bool:
 def worker_health(instance: dg.DagsterInstance, run: dg.DagsterRun) -> CheckRunHealthResult:
     """Whether `run`'s worker is alive, as far as this machine can tell.
 
-    FAILED only when the worker was launched on this machine and its pid (from the event log) no
-    longer names a live process; RUNNING whenever the answer is not known, so a caller never
-    fails a run it cannot see.
+    FAILED when the worker was launched on this machine and its pid (from the event log) no
+    longer names a live process, or when it runs elsewhere and its heartbeat went stale
+    (resources/heartbeats.py); RUNNING whenever the answer is not known, so a caller never fails
+    a run it cannot see.
     """
     if not launched_locally(run):
-        return CheckRunHealthResult(WorkerStatus.RUNNING, "worker not on this machine")
+        # Another machine's pid means nothing here: judge by the worker's heartbeat instead.
+        beat = heartbeats.last_beat(instance, run.run_id)
+        if beat is None:
+            return CheckRunHealthResult(WorkerStatus.RUNNING, "worker elsewhere, no heartbeat yet")
+        reason = beat.stale_reason(time.time())
+        if reason is not None:
+            return CheckRunHealthResult(WorkerStatus.FAILED, reason, run_worker_id=str(beat.pid))
+        return CheckRunHealthResult(WorkerStatus.RUNNING, run_worker_id=str(beat.pid))
     pid = worker_pid(instance, run.run_id)
     if pid is None:
         return CheckRunHealthResult(WorkerStatus.RUNNING, "worker pid not reported yet")

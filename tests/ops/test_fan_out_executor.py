@@ -13,7 +13,7 @@ from dagster_celery.executor import CeleryExecutor
 from airwave_dagster import settings
 from ops.ai_lineup.job import ai_lineup
 from ops.lineup_import.job import IMPORT_CONCURRENCY, import_lineup
-from ops.steps import LLM_POOL
+from ops.steps import LLM_POOL, HeartbeatExecutor
 
 
 def _create(
@@ -34,7 +34,10 @@ def _create(
     monkeypatch.setenv(settings.ENV_FILE_ENV, "/nonexistent/.env")
     # Of its init context the creation function reads only the instance, and only for a job
     # with pooled ops; import_lineup has none.
-    return job.executor_def.executor_creation_fn(init_context)  # type: ignore[misc]
+    executor = job.executor_def.executor_creation_fn(init_context)  # type: ignore[misc]
+    # Every fan-out executor writes run-worker heartbeats around the executor it wraps.
+    assert isinstance(executor, HeartbeatExecutor)
+    return executor.wrapped
 
 
 def test_multiprocess_by_default_bounded_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
