@@ -274,7 +274,7 @@ def lineup_command(
 ) -> None:
     """Build an AI lineup of the Plex library as a Dagster run of `ai_lineup`."""
     server = console.prepare_to_start()
-    with starts.target_for(server) as target:
+    with console.target_for(server) as target:
         code = run_lineup(
             target,
             limit=limit,

@@ -186,7 +186,7 @@ def answer(
             sys.stdout.write(json.dumps({"run_id": run_id, "status": row.status}) + "\n")
         return 0
     _wait_until_finished(instance, row.run_id)
-    with starts.target_for(server) as target:
+    with console.target_for(server) as target:
         try:
             continuation = starts.resume(target, row.run_id)
         except starts.LaunchRefused as error:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -16,6 +17,7 @@ from airwave_dagster.cli import environment
 from airwave_dagster.settings import SettingsError
 
 if TYPE_CHECKING:
+    from airwave_dagster.cli import starts
     from airwave_dagster.cli.webserver import Webserver
 
 
@@ -108,7 +110,7 @@ def prepare_to_start() -> Webserver | None:
     With a webserver up, its own processes run the runs in the environment it was started with,
     and it ran the migrations when it started: this process only needs the database (for the
     idempotency slot), so it answers without Alembic, Plex or Dagster. Without one, the command
-    starts a code server of its own, which needs all of it (`starts.target_for`).
+    starts a code server of its own, which needs all of it (`console.target_for`).
     """
     from airwave_dagster.cli import webserver
 
@@ -118,6 +120,25 @@ def prepare_to_start() -> Webserver | None:
         fail(str(problem), ExitCode.INPUT_REFUSED)
     prepare(plex=server is None, migrate=server is None)
     return server
+
+
+@contextmanager
+def target_for(server: Webserver | None) -> Iterator[starts.Target]:
+    """`server` (found by `prepare_to_start`), else a code server started for this block.
+
+    Without a webserver the code server started here launches the run, and must outlive it when
+    no daemon runs: callers wait for the run inside the block.
+    """
+    if server is not None:
+        from airwave_dagster.cli.webserver import WebserverTarget
+
+        yield WebserverTarget(server)
+        return
+    from airwave_dagster.cli import launcher
+
+    dagster_instance = instance()
+    with launcher.workspace(dagster_instance) as context:
+        yield launcher.CodeServerTarget(dagster_instance, context)
 
 
 def instance() -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from airwave_dagster.cli import console, environment, starts, webserver
+from airwave_dagster.cli import console, environment, webserver
 from airwave_dagster.cli.ai_lineup import run_lineup
 from airwave_dagster.cli.lineup_files import run_import
 from airwave_dagster.settings import Settings
@@ -33,7 +33,7 @@ def demo_command() -> None:
         "\n[bold]1. Dry-run import[/] (plans and resolves every pool, writes nothing)"
     )
     # One target for the three runs: without `airwave dev`, one code server, started once.
-    with starts.target_for(server) as target:
+    with console.target_for(server) as target:
         if run_import(
             target, DEMO_LINEUP, dry_run=True, select=None, wait=True, as_json=False, force=True
         ):

@@ -227,6 +227,14 @@ def fail_if_dead(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.Dagster
     return refreshed if refreshed is not None else run
 
 
+def fail_if_dead_by_id(run_id: str) -> None:
+    """`fail_if_dead` for a run known only by id, on the instance of `$DAGSTER_HOME`."""
+    instance = dg.DagsterInstance.get()
+    run = instance.get_run_by_id(run_id)
+    if run is not None:
+        fail_if_dead(instance, run)
+
+
 def _location_and_job(context: BaseWorkspaceRequestContext, job_name: str) -> tuple[Any, RemoteJob]:
     return context.get_code_location(LOCATION_NAME), remote_job(context, job_name)
 

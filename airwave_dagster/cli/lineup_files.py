@@ -226,7 +226,7 @@ def import_command(
     """Import a lineup file as a Dagster run of `import_lineup` (visible in the UI)."""
     refuse_invalid_lineup(path)  # before Postgres, the emulator or a run is started
     server = console.prepare_to_start()
-    with starts.target_for(server) as target:
+    with console.target_for(server) as target:
         code = run_import(
             target,
             path,

@@ -238,7 +238,7 @@ def _start_from(
     Exit 5 when there is no such run, 4 when it cannot be resumed or re-executed now.
     """
     server = console.prepare_to_start()
-    with starts.target_for(server) as target:
+    with console.target_for(server) as target:
         try:
             run = how(target, run_id)
         except starts.RunNotFound as error:

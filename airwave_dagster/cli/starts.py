@@ -7,20 +7,19 @@ idempotency key's run is returned, a dead or failed one resumed, `--force` start
 decided once, here, for both.
 
 This module imports no Dagster: a command that finds a webserver answers without loading it
-(README, "Using it"). The code-server target lives in `launcher`, which does.
+(README, "Using it"). The webserver target lives in `webserver`, the code-server target in
+`launcher` (which loads Dagster), and `console.target_for` picks one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from airwave_dagster.run_tags import IDEMPOTENCY_TAG
 
 if TYPE_CHECKING:
-    from airwave_dagster.cli.webserver import Webserver
     from resources.stores.runs import RunStarts
 
 FINISHED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})
@@ -188,22 +187,3 @@ def _created(target: Target, run_id: str) -> RunInfo:
     if run is None:  # the target just created it: its storage must have it
         raise LaunchRefused(f"run {run_id} was created but cannot be read back")
     return run
-
-
-@contextmanager
-def target_for(server: Webserver | None) -> Iterator[Target]:
-    """`server` (found by `console.prepare_to_start`), else a code server started for this block.
-
-    Without a webserver the code server started here launches the run, and must outlive it when
-    no daemon runs: callers wait for the run inside the block.
-    """
-    if server is not None:
-        from airwave_dagster.cli.webserver import WebserverTarget
-
-        yield WebserverTarget(server)
-        return
-    from airwave_dagster.cli import console, launcher
-
-    instance = console.instance()
-    with launcher.workspace(instance) as context:
-        yield launcher.CodeServerTarget(instance, context)

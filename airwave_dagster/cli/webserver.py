@@ -286,13 +286,9 @@ class WebserverTarget:
         """See `starts.Target`."""
         if not run.in_progress:
             return run
-        from airwave_dagster.cli import console, launcher
+        from airwave_dagster.cli import launcher
 
-        instance = console.instance()
-        stored = instance.get_run_by_id(run.run_id)
-        if stored is None:
-            return run
-        launcher.fail_if_dead(instance, stored)
+        launcher.fail_if_dead_by_id(run.run_id)
         return self.server.run(run.run_id) or run
 
     def daemon_running(self) -> bool:
