@@ -11,14 +11,17 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import psycopg2
 import pytest
 import sqlalchemy as sa
 import yaml
@@ -29,7 +32,7 @@ from ops.lineup_import.job import IMPORT_CONCURRENCY
 from resources.io_manager import stored_report
 from tests.support import lineups
 from tests.support.celery_workers import REDIS_URL, require_broker, start_workers, unique_queue
-from tests.support.dagster_dev import AIRWAVE, STALE_SECONDS, Dev, wait_for
+from tests.support.dagster_dev import AIRWAVE, LOCATIONS, STALE_SECONDS, Dev, wait_for
 from tests.support.load import Sampler
 from tests.support.own_postgres import OwnPostgres
 from tests.support.standalone import (
@@ -54,6 +57,8 @@ DOWN_SECONDS = 3.0
 CLI_BOUND_SECONDS = 300
 """The import must end this soon after the restart (step retries back off 1 s, then 2 s)."""
 FAILED = {dg.DagsterEventType.STEP_FAILURE}
+SLOW_START_SCHEMA = "dagster_slow_start"
+"""The Dagster storage of the slow-start test's own `airwave dev`: no other daemon sees its runs."""
 
 
 def _load_lineup(index: int) -> dict[str, Any]:
@@ -380,3 +385,118 @@ def _restart_mid_run_and_check(
         figures["duplicate_builds"],
         claims_held(pg.url, run_ids[-1]) + claims_held(pg.url, run_id),
     )
+
+
+@contextmanager
+def _dev_server(env: dict[str, str], workdir: Path) -> Iterator[Dev]:
+    """An `airwave dev` of the test's own, on `env` (which names its own Dagster schema)."""
+    home = Path(env["DAGSTER_HOME"])
+    home.mkdir(parents=True)
+    shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
+    port = _free_port()
+    log = (workdir / "dev.log").open("wb")
+    process = subprocess.Popen(
+        [AIRWAVE, "dev", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    previous = os.environ.get(settings.DAGSTER_PG_URL_ENV)
+    os.environ[settings.DAGSTER_PG_URL_ENV] = env[settings.DAGSTER_PG_URL_ENV]
+    try:
+        instance = dg.DagsterInstance.from_config(str(home))
+    finally:
+        if previous is not None:
+            os.environ[settings.DAGSTER_PG_URL_ENV] = previous
+    running = Dev(port=port, home=home, env=env, workdir=workdir, instance=instance)
+
+    def loaded() -> bool:
+        entries = running.graphql(LOCATIONS)["workspaceOrError"]["locationEntries"]
+        return any(
+            e["name"] == "airwave"
+            and e["locationOrLoadError"]["__typename"] == "RepositoryLocation"
+            for e in entries
+        )
+
+    try:
+        wait_for(loaded, 240, "the airwave code location to load", poll=0.5)
+        yield running
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        instance.dispose()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _messages(instance: Any, run_id: str) -> list[str]:
+    return [record.message or "" for record in instance.all_logs(run_id)]
+
+
+@pytest.mark.timeout(900)  # its own webserver, daemon and code server on a shared machine
+def test_a_start_that_times_out_is_served_once_not_launched_twice(
+    clean_db: str, slow_plex: Any, tmp_path: Path
+) -> None:
+    """The daemon's start_run deadline (DAGSTER_GRPC_TIMEOUT_SECONDS) shorter than a worker's
+    start, as on a loaded machine: the run must still run in exactly one worker and succeed.
+
+    Before the launcher's fix the queue requeued the run after the timeout although the code
+    server had started its worker; that worker then found the run QUEUED, ignored itself as a
+    duplicate and exited, the code server marked the run FAILURE, and run retries started a
+    second run (seen here). Under load, with the worker already running when the queue launched
+    the run again, the same ended with the run FAILURE while its first worker still executed it
+    (seen in the ten-runs test).
+    """
+    conn = psycopg2.connect(environment.libpq_dsn(clean_db))
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(f"DROP SCHEMA IF EXISTS {SLOW_START_SCHEMA} CASCADE")
+            cur.execute(f"CREATE SCHEMA {SLOW_START_SCHEMA}")
+    finally:
+        conn.close()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "AIRWAVE_HOME": str(tmp_path / "home"),
+        "AIRWAVE_INBOX": str(tmp_path / "inbox"),
+        settings.DATABASE_URL_ENV: clean_db,
+        settings.DAGSTER_PG_URL_ENV: environment.with_search_path(clean_db, SLOW_START_SCHEMA),
+        settings.PLEX_URL_ENV: slow_plex.url,
+        settings.PLEX_TOKEN_ENV: slow_plex.token,
+        "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
+        # Every gRPC call of these processes, start_run included, gives up after 1 s: a run
+        # worker takes longer than that to report itself, so every start times out.
+        "DAGSTER_GRPC_TIMEOUT_SECONDS": "1",
+    }
+    with _dev_server(env, tmp_path) as dev:
+        run_id = dev.launch_import(lineups.genre_lineup(3, first_number=700))
+        wait_for(
+            lambda: (r := dev.instance.get_run_by_id(run_id)) is not None and r.is_finished,
+            600,
+            "the run to finish",
+            poll=1.0,
+        )
+        run = dev.instance.get_run_by_id(run_id)
+        messages = _messages(dev.instance, run_id)
+    timed_out = [m for m in messages if m == "Unexpected error in IPC client"]
+    workers = [m for m in messages if m.startswith("Started process for run")]
+    LOG.warning(
+        "start_run timeouts: %d; run workers started: %d; run %s",
+        len(timed_out),
+        len(workers),
+        run.status.value,
+    )
+    assert timed_out, "no start_run timed out: the test did not reproduce the fault"
+    assert run.status == dg.DagsterRunStatus.SUCCESS, messages[-20:]
+    assert len(workers) == 1, workers
+    assert not [m for m in messages if "marked as failed from outside" in m]
