@@ -86,8 +86,20 @@ def _load_lineup(index: int) -> dict[str, Any]:
 
     package = f"load{index}"
     channels = [
-        genre(f"Own {index}a", 300 + 2 * index, lineups.GENRES[index % 7], 1950 + index, package),
-        genre(f"Own {index}b", 301 + 2 * index, lineups.GENRES[(index + 3) % 7], 1960, package),
+        genre(
+            f"Own {index}a",
+            300 + 2 * index,
+            lineups.GENRES[index % len(lineups.GENRES)],
+            1950 + index,
+            package,
+        ),
+        genre(
+            f"Own {index}b",
+            301 + 2 * index,
+            lineups.GENRES[(index + 3) % len(lineups.GENRES)],
+            1960,
+            package,
+        ),
     ]
     if index < RUNS // 2:
         channels.append(genre(f"Contended {index}", CONTENDED, "Drama", 1970 + index, package))
@@ -383,7 +395,7 @@ def _restart_mid_run_and_check(
         len(planned),
         figures["channels"],
         figures["duplicate_builds"],
-        claims_held(pg.url, run_ids[-1]) + claims_held(pg.url, run_id),
+        sum(claims_held(pg.url, r) for r in run_ids),
     )
 
 
