@@ -18,10 +18,12 @@ from tests.support import plex as plex_fixtures  # noqa: F401
 # Fixtures shared across the mirrored folders: the scripted model's stub and the synced library
 # (tests/ops, tests/cli, tests/integration), the small maintenance library, and one shared
 # `airwave dev` for the tests that drive the real UI, daemon and code server, and the CLI on its
-# own (no daemon) for the crash-recovery and celery tests.
+# own (no daemon) for the crash-recovery and celery tests, and a PostgreSQL cluster a test owns
+# (and may restart) alone.
 from tests.support.ai import library_snapshot, stub, stub_server, synced  # noqa: F401
 from tests.support.dagster_dev import dev, fresh, slow_plex  # noqa: F401
 from tests.support.maintenance import small_library, small_plex  # noqa: F401
+from tests.support.own_postgres import own_postgres  # noqa: F401
 from tests.support.standalone import alone  # noqa: F401
 
 # Overridable so that several checkouts (or agents) can run the suite on one server at once.

@@ -20,12 +20,22 @@ import time
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, WorkerStatus
+import grpc
+from dagster._core.errors import DagsterUserCodeUnreachableError
+from dagster._core.launcher import (
+    CheckRunHealthResult,
+    DefaultRunLauncher,
+    LaunchRunContext,
+    WorkerStatus,
+)
 from dagster._core.storage.tags import GRPC_INFO_TAG
 
 from resources import heartbeats
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+_SERVED_LATE_SECONDS = 180.0
+"""How long a start_run that timed out may take to show its worker (run monitoring's start
+timeout in dagster.yaml): on a loaded machine a worker took 78 s to report itself."""
 
 
 def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
@@ -119,8 +129,64 @@ def dead_worker_reason(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str 
     return health.msg or "run worker is gone"
 
 
+def live_local_worker(instance: dg.DagsterInstance, run_id: str) -> int | None:
+    """The pid of `run_id`'s run worker when it runs on this machine now, else None."""
+    run = instance.get_run_by_id(run_id)
+    if run is None or not launched_locally(run):
+        return None
+    pid = worker_pid(instance, run_id)
+    return pid if pid is not None and process_alive(pid) else None
+
+
+def _timed_out(error: DagsterUserCodeUnreachableError) -> bool:
+    cause = error.__cause__
+    return isinstance(cause, grpc.RpcError) and cause.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
 class AirwaveRunLauncher(DefaultRunLauncher):
-    """`DefaultRunLauncher` plus a run-worker health check for workers on this machine."""
+    """`DefaultRunLauncher` plus a run-worker health check for workers on this machine.
+
+    It also never starts a second worker for one run. A `start_run` that times out in the
+    client (60 s; a loaded machine) has usually been served: the code server started the
+    worker. The queue (`max_user_code_failure_retries`) would requeue the run and launch it
+    again; a worker that then finds its run QUEUED, or a second worker for a run already
+    running, ignores itself as a duplicate and exits, and the code server, seeing its latest
+    process for the run end with the run unfinished, marks the run failed, even while the first
+    worker still executes it (found by the ten-runs load test,
+    tests/integration/test_load_and_faults.py). So a timed-out start waits for the worker to
+    report itself, and a launch of a run whose worker is alive here does nothing.
+    """
+
+    def launch_run(self, context: LaunchRunContext) -> None:
+        """Start the run's worker in its code server, unless one already runs it."""
+        run = context.dagster_run
+        pid = live_local_worker(self._instance, run.run_id)
+        if pid is not None:
+            self._instance.report_engine_event(
+                f"Run worker {pid} already executes this run (an earlier start that timed out "
+                "was served): not starting another",
+                run,
+                cls=type(self),
+            )
+            return
+        try:
+            super().launch_run(context)
+        except DagsterUserCodeUnreachableError as error:
+            if not _timed_out(error):
+                raise
+            deadline = time.monotonic() + _SERVED_LATE_SECONDS
+            while time.monotonic() < deadline:
+                pid = live_local_worker(self._instance, run.run_id)
+                if pid is not None:
+                    self._instance.report_engine_event(
+                        f"start_run timed out but was served: run worker {pid} executes the run",
+                        run,
+                        cls=type(self),
+                    )
+                    self._run_ids.add(run.run_id)
+                    return
+                time.sleep(1.0)
+            raise
 
     @property
     def supports_check_run_worker_health(self) -> bool:

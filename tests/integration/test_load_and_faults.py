@@ -1,0 +1,514 @@
+"""Faults and load, measured: ten imports through the run queue at once, and Postgres restarted.
+
+Each test logs its figures (runs, channels expected and present, duplicate builds, leftover
+claims) at WARNING, which is what `docs/durability.md`'s table quotes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import psycopg2
+import pytest
+import sqlalchemy as sa
+import yaml
+
+from airwave_dagster import settings
+from airwave_dagster.cli import environment
+from ops.lineup_import.job import IMPORT_CONCURRENCY
+from resources.io_manager import stored_report
+from tests.support import lineups
+from tests.support.celery_workers import REDIS_URL, require_broker, start_workers, unique_queue
+from tests.support.dagster_dev import AIRWAVE, LOCATIONS, STALE_SECONDS, Dev, wait_for
+from tests.support.load import Sampler
+from tests.support.own_postgres import OwnPostgres
+from tests.support.standalone import (
+    CHANNELS,
+    airwave,
+    assert_exactly_once,
+    build_keys,
+    claims_held,
+)
+
+pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
+
+LOG = logging.getLogger(__name__)
+
+RUNS = 10
+CONTENDED = 500
+"""Runs 0-4 each put a different channel on this number: one wins it, the others are moved."""
+SHARED = 510
+"""Runs 5-9 each carry the same channel (same content) on this number: it is built once."""
+DOWN_SECONDS = 3.0
+"""How long the restarted cluster accepts no connection: longer than one reconnect attempt."""
+CLI_BOUND_SECONDS = 300
+"""The import must end this soon after the restart (step retries back off 1 s, then 2 s)."""
+FAILED = {dg.DagsterEventType.STEP_FAILURE}
+SLOW_START_SCHEMA = "dagster_slow_start"
+"""The Dagster storage of the slow-start test's own `airwave dev`: no other daemon sees its runs."""
+
+
+def _load_lineup(index: int) -> dict[str, Any]:
+    """Two channels of its own, plus one on a number other runs want too."""
+
+    def genre(name: str, number: int, genre: str, year: int, package: str | None) -> dict:
+        return lineups.channel(
+            number,
+            name,
+            [
+                lineups.predicate(
+                    ["movie"],
+                    {
+                        "type": "group",
+                        "combinator": "and",
+                        "children": [
+                            lineups.condition("genre", "is", genre),
+                            lineups.condition("year", "gte", str(year)),
+                        ],
+                    },
+                )
+            ],
+            package_key=package,
+        )
+
+    package = f"load{index}"
+    channels = [
+        genre(
+            f"Own {index}a",
+            300 + 2 * index,
+            lineups.GENRES[index % len(lineups.GENRES)],
+            1950 + index,
+            package,
+        ),
+        genre(
+            f"Own {index}b",
+            301 + 2 * index,
+            lineups.GENRES[(index + 3) % len(lineups.GENRES)],
+            1960,
+            package,
+        ),
+    ]
+    if index < RUNS // 2:
+        channels.append(genre(f"Contended {index}", CONTENDED, "Drama", 1970 + index, package))
+    else:
+        channels.append(genre("Shared", SHARED, "Comedy", 1990, None))
+    return lineups.lineup(channels, [{"key": package, "name": f"Load {index}"}])
+
+
+def _max_concurrent_runs(dev: Dev) -> int:
+    config = yaml.safe_load((dev.home / "dagster.yaml").read_text())
+    return int(config["run_coordinator"]["config"]["max_concurrent_runs"])
+
+
+def _finished(dev: Dev, run_ids: list[str]) -> bool:
+    runs = [dev.instance.get_run_by_id(run_id) for run_id in run_ids]
+    return all(run is not None and run.is_finished for run in runs)
+
+
+@pytest.mark.timeout(900)  # ten run workers start on a shared 2-core machine
+def test_ten_imports_at_once_through_the_queue(fresh: Dev, database_url: str) -> None:
+    bound = _max_concurrent_runs(fresh)
+    wanted = [_load_lineup(i) for i in range(RUNS)]
+    started = time.monotonic()
+    run_ids = [fresh.launch_import(lineup) for lineup in wanted]
+    with Sampler(fresh.instance, run_ids) as sampler:
+        wait_for(lambda: _finished(fresh, run_ids), 780, "all ten runs to finish", poll=1.0)
+    elapsed = time.monotonic() - started
+    assert sampler.error is None, sampler.error
+    peaks = sampler.peaks
+
+    statuses = {run_id: fresh.instance.get_run_by_id(run_id).status for run_id in run_ids}
+    assert set(statuses.values()) == {dg.DagsterRunStatus.SUCCESS}, statuses
+    assert peaks.samples >= 10, peaks
+    # The queue held them back: never more runs at once than the coordinator allows, and the
+    # sampler did see the queue working at full width, not ten runs one after another.
+    assert peaks.runs_in_progress <= bound, peaks
+    assert peaks.runs_in_progress >= 2, peaks
+    # The documented bound on builds: IMPORT_CONCURRENCY per run (docs/importer.md), so at most
+    # max_concurrent_runs x IMPORT_CONCURRENCY across the queue.
+    assert peaks.builds_in_flight_one_run <= IMPORT_CONCURRENCY, peaks
+    assert peaks.builds_in_flight <= bound * IMPORT_CONCURRENCY, peaks
+    assert peaks.builds_in_flight >= 2, peaks
+    assert sampler.still_open() == {}, "a build started and never ended"
+
+    reports = {}
+    for run_id in run_ids:
+        report = stored_report(fresh.instance, run_id, database_url)
+        assert report is not None, run_id
+        reports[run_id] = report
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                sa.text("SELECT number, name, enabled, claim_run_id FROM airwave.channel")
+            ).all()
+            work = Counter(
+                conn.execute(
+                    sa.text(
+                        "SELECT channel_name FROM airwave.import_trace "
+                        "WHERE run_id = ANY(:ids) AND phase = 'claim'"
+                    ),
+                    {"ids": run_ids},
+                ).scalars()
+            )
+    finally:
+        engine.dispose()
+
+    present = Counter(row.name for row in rows)
+    by_name = {row.name: row for row in rows}
+    assert len({row.number for row in rows}) == len(rows), "a number held by two channels"
+    assert all(row.claim_run_id is None and row.enabled for row in rows), rows
+    assert {name: n for name, n in present.items() if n > 1} == {}, "a channel exists twice"
+
+    # Every channel of its own exists once, on its own number, whatever the others did.
+    for index, lineup in enumerate(wanted):
+        for channel in lineup["channels"][:2]:
+            row = by_name.get(channel["name"])
+            assert row is not None, f"run {index}: {channel['name']} is missing"
+            assert row.number == channel["number"], (channel, row)
+
+    # The same channel in five files: one row, at its number; the other files adopted or
+    # skipped it (an identical channel already there uses no number).
+    assert by_name["Shared"].number == SHARED
+    shared = [c for report in reports.values() for c in report["channels"] if c["name"] == "Shared"]
+    assert len(shared) == RUNS - RUNS // 2
+    assert {c["status"] for c in shared} <= {"created", "skipped"}, shared
+
+    # Five different channels wanting one number: each is either present once (on that number,
+    # or moved to a free one and reported as renumbered) or reported as a number conflict.
+    contended = {
+        c["name"]: c
+        for report in reports.values()
+        for c in report["channels"]
+        if c["name"].startswith("Contended")
+    }
+    assert len(contended) == RUNS // 2
+    winners = [row for row in rows if row.name.startswith("Contended")]
+    assert [row.number for row in winners].count(CONTENDED) == 1, winners
+    conflicts = 0
+    for name, result in contended.items():
+        if result["status"] == "created":
+            assert by_name[name].number == result["number"], (result, by_name[name])
+            assert (result["number"] == CONTENDED) != result["number_reassigned"], result
+        else:
+            assert result["status"] == "failed", result
+            assert "number" in (result["reason"] or ""), result
+            assert name not in by_name, result
+            conflicts += 1
+    assert len(winners) + conflicts == RUNS // 2
+
+    # No build ran twice: one claim per channel that was built.
+    duplicates = sum(n - 1 for n in work.values() if n > 1)
+    assert duplicates == 0, work
+    assert set(work) == set(by_name), (work, sorted(by_name))
+    LOG.warning(
+        "ten queued imports: %d runs in %.0f s, peak %d runs in progress (bound %d), peak %d "
+        "builds in flight (%d in one run, bound %d), %d samples; channels expected %d present %d "
+        "(%d contended: %d renumbered, %d conflicts); duplicate builds %d; leftover claims %d",
+        len(run_ids),
+        elapsed,
+        peaks.runs_in_progress,
+        bound,
+        peaks.builds_in_flight,
+        peaks.builds_in_flight_one_run,
+        IMPORT_CONCURRENCY,
+        peaks.samples,
+        2 * RUNS + 1 + RUNS // 2 - conflicts,
+        len(by_name),
+        RUNS // 2,
+        sum(1 for row in winners if row.number != CONTENDED),
+        conflicts,
+        duplicates,
+        sum(1 for row in rows if row.claim_run_id is not None),
+    )
+
+
+@pytest.fixture
+def faults_env(
+    own_postgres: OwnPostgres, slow_plex: Any, tmp_path: Path
+) -> Iterator[dict[str, Any]]:
+    """A user's `airwave import` environment whose only database is the test's own cluster."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "AIRWAVE_HOME": str(tmp_path / "home"),
+        settings.DATABASE_URL_ENV: own_postgres.url,
+        settings.DAGSTER_PG_URL_ENV: environment.with_search_path(
+            own_postgres.url, environment.DAGSTER_SCHEMA
+        ),
+        settings.PLEX_URL_ENV: slow_plex.url,
+        settings.PLEX_TOKEN_ENV: slow_plex.token,
+        "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
+    }
+    previous = os.environ.get(settings.DAGSTER_PG_URL_ENV)
+    # The instance reads its storage URL from the environment when it is built.
+    os.environ[settings.DAGSTER_PG_URL_ENV] = env[settings.DAGSTER_PG_URL_ENV]
+    try:
+        instance = dg.DagsterInstance.from_config(str(home))
+    finally:
+        if previous is None:
+            del os.environ[settings.DAGSTER_PG_URL_ENV]
+        else:
+            os.environ[settings.DAGSTER_PG_URL_ENV] = previous
+    yield {"env": env, "instance": instance, "tmp": tmp_path, "pg": own_postgres}
+    instance.dispose()
+
+
+def _import_until_builds_in_flight(
+    faults: dict[str, Any],
+) -> tuple[subprocess.Popen[bytes], str, Path, set[int], set[int]]:
+    """Start `airwave import --wait` on the test's cluster; return once builds are in flight."""
+    instance, env = faults["instance"], faults["env"]
+    path = lineups.write(faults["tmp"], lineups.genre_lineup(CHANNELS), "faults.json")
+    log = faults["tmp"] / "import.log"
+    with log.open("wb") as output:
+        cli = subprocess.Popen(
+            [AIRWAVE, "import", str(path), "--wait", "--json"],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    run = wait_for(lambda: next(iter(instance.get_runs(limit=1)), None), 180, "the import's run")
+
+    def in_flight() -> bool:
+        assert cli.poll() is None, log.read_text(errors="replace")[-3000:]
+        done = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS)
+        started = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_START)
+        return len(done) >= 1 and bool(started - done)
+
+    wait_for(in_flight, 240, "a build done and more in flight", poll=0.05)
+    done = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS)
+    started = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_START)
+    return cli, run.run_id, log, _numbers(done), _numbers(started - done)
+
+
+def _numbers(keys: set[str]) -> set[int]:
+    return {int(key.split("[ch_")[1].rstrip("]")) for key in keys}
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+@pytest.mark.timeout(900)  # a CLI, its code server, run worker (and workers) on a shared machine
+@pytest.mark.parametrize("executor", ["multiprocess", "celery"])
+def test_postgres_restarted_mid_run_then_resumed_is_exactly_once(
+    faults_env: dict[str, Any], executor: str
+) -> None:
+    instance, pg = faults_env["instance"], faults_env["pg"]
+    workers = None
+    if executor == "celery":
+        require_broker(REDIS_URL)
+        queue = unique_queue()
+        faults_env["env"] = {
+            **faults_env["env"],
+            settings.EXECUTOR_ENV: "celery",
+            settings.CELERY_BROKER_ENV: REDIS_URL,
+            settings.CELERY_QUEUE_ENV: queue,
+        }
+        workers = start_workers(faults_env["env"], faults_env["tmp"], 2, concurrency=2, queue=queue)
+    env = faults_env["env"]
+    try:
+        _restart_mid_run_and_check(faults_env, instance, env, pg, executor)
+    finally:
+        if workers is not None:
+            workers.stop()
+
+
+def _restart_mid_run_and_check(
+    faults_env: dict[str, Any], instance: Any, env: dict[str, str], pg: OwnPostgres, executor: str
+) -> None:
+    cli, run_id, log, done, in_flight = _import_until_builds_in_flight(faults_env)
+    try:
+        old_pid = pg.pid()
+        down = pg.restart(down_seconds=DOWN_SECONDS)
+        assert pg.pid() != old_pid, "the cluster did not restart"
+        # No hang: the import ends on its own, in bounded time, whether the run survived the
+        # outage (step retries) or failed.
+        try:
+            exit_code = cli.wait(timeout=CLI_BOUND_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"`airwave import --wait` still running {CLI_BOUND_SECONDS} s after the restart:\n"
+                + log.read_text(errors="replace")[-4000:]
+            ) from None
+    finally:
+        _stop(cli)
+    output = log.read_text(errors="replace")
+    run = instance.get_run_by_id(run_id)
+    assert run is not None
+    assert run.is_finished, f"run {run_id} {run.status} after the CLI exited:\n{output[-3000:]}"
+    retried = build_keys(instance, run_id, dg.DagsterEventType.STEP_UP_FOR_RETRY)
+    failed_steps = {
+        e.step_key
+        for e in (r.dagster_event for r in instance.all_logs(run_id, of_type=FAILED))
+        if e is not None
+    }
+    run_ids = [run_id]
+    if run.status == dg.DagsterRunStatus.SUCCESS:
+        assert exit_code == 0, output[-3000:]
+    else:
+        assert run.status == dg.DagsterRunStatus.FAILURE, run.status
+        assert exit_code != 0, output[-3000:]
+        resumed = airwave(env, "runs", "resume", run_id, "--wait", "--json")
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        outcome = json.loads(resumed.stdout)
+        assert outcome["status"] == "SUCCESS", outcome
+        run_ids.append(outcome["run_id"])
+    figures = assert_exactly_once(pg.url, run_ids, done, in_flight)
+    planned = sorted(c["number"] for c in lineups.genre_lineup(CHANNELS)["channels"])
+    report = stored_report(instance, run_id, pg.url)
+    assert report is not None
+    assert sorted(c["number"] for c in report["channels"] if c["status"] == "created") == planned
+    LOG.warning(
+        "postgres restart (%s): down %.1f s with %d builds done and %s in flight; "
+        "first run %s (exit %d; build retries %s; failed steps %s); runs %d; channels expected "
+        "%d present %d; duplicate builds %d; leftover claims %d",
+        executor,
+        down,
+        len(done),
+        sorted(in_flight),
+        run.status.value,
+        exit_code,
+        sorted(retried),
+        sorted(k for k in failed_steps if k),
+        len(run_ids),
+        len(planned),
+        figures["channels"],
+        figures["duplicate_builds"],
+        sum(claims_held(pg.url, r) for r in run_ids),
+    )
+
+
+@contextmanager
+def _dev_server(env: dict[str, str], workdir: Path) -> Iterator[Dev]:
+    """An `airwave dev` of the test's own, on `env` (which names its own Dagster schema)."""
+    home = Path(env["DAGSTER_HOME"])
+    home.mkdir(parents=True)
+    shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
+    port = _free_port()
+    log = (workdir / "dev.log").open("wb")
+    process = subprocess.Popen(
+        [AIRWAVE, "dev", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    previous = os.environ.get(settings.DAGSTER_PG_URL_ENV)
+    os.environ[settings.DAGSTER_PG_URL_ENV] = env[settings.DAGSTER_PG_URL_ENV]
+    try:
+        instance = dg.DagsterInstance.from_config(str(home))
+    finally:
+        if previous is not None:
+            os.environ[settings.DAGSTER_PG_URL_ENV] = previous
+    running = Dev(port=port, home=home, env=env, workdir=workdir, instance=instance)
+
+    def loaded() -> bool:
+        entries = running.graphql(LOCATIONS)["workspaceOrError"]["locationEntries"]
+        return any(
+            e["name"] == "airwave"
+            and e["locationOrLoadError"]["__typename"] == "RepositoryLocation"
+            for e in entries
+        )
+
+    try:
+        wait_for(loaded, 240, "the airwave code location to load", poll=0.5)
+        yield running
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        instance.dispose()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _messages(instance: Any, run_id: str) -> list[str]:
+    return [record.message or "" for record in instance.all_logs(run_id)]
+
+
+@pytest.mark.timeout(900)  # its own webserver, daemon and code server on a shared machine
+def test_a_start_that_times_out_is_served_once_not_launched_twice(
+    clean_db: str, slow_plex: Any, tmp_path: Path
+) -> None:
+    """The daemon's start_run deadline (DAGSTER_GRPC_TIMEOUT_SECONDS) shorter than a worker's
+    start, as on a loaded machine: the run must still run in exactly one worker and succeed.
+
+    Before the launcher's fix the queue requeued the run after the timeout although the code
+    server had started its worker; that worker then found the run QUEUED, ignored itself as a
+    duplicate and exited, the code server marked the run FAILURE, and run retries started a
+    second run (seen here). Under load, with the worker already running when the queue launched
+    the run again, the same ended with the run FAILURE while its first worker still executed it
+    (seen in the ten-runs test).
+    """
+    conn = psycopg2.connect(environment.libpq_dsn(clean_db))
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(f"DROP SCHEMA IF EXISTS {SLOW_START_SCHEMA} CASCADE")
+            cur.execute(f"CREATE SCHEMA {SLOW_START_SCHEMA}")
+    finally:
+        conn.close()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "AIRWAVE_HOME": str(tmp_path / "home"),
+        "AIRWAVE_INBOX": str(tmp_path / "inbox"),
+        settings.DATABASE_URL_ENV: clean_db,
+        settings.DAGSTER_PG_URL_ENV: environment.with_search_path(clean_db, SLOW_START_SCHEMA),
+        settings.PLEX_URL_ENV: slow_plex.url,
+        settings.PLEX_TOKEN_ENV: slow_plex.token,
+        "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
+        # Every gRPC call of these processes, start_run included, gives up after 1 s: a run
+        # worker takes longer than that to report itself, so every start times out.
+        "DAGSTER_GRPC_TIMEOUT_SECONDS": "1",
+    }
+    with _dev_server(env, tmp_path) as dev:
+        run_id = dev.launch_import(lineups.genre_lineup(3, first_number=700))
+        wait_for(
+            lambda: (r := dev.instance.get_run_by_id(run_id)) is not None and r.is_finished,
+            600,
+            "the run to finish",
+            poll=1.0,
+        )
+        run = dev.instance.get_run_by_id(run_id)
+        messages = _messages(dev.instance, run_id)
+    timed_out = [m for m in messages if m == "Unexpected error in IPC client"]
+    workers = [m for m in messages if m.startswith("Started process for run")]
+    LOG.warning(
+        "start_run timeouts: %d; run workers started: %d; run %s",
+        len(timed_out),
+        len(workers),
+        run.status.value,
+    )
+    assert timed_out, "no start_run timed out: the test did not reproduce the fault"
+    assert run.status == dg.DagsterRunStatus.SUCCESS, messages[-20:]
+    assert len(workers) == 1, workers
+    assert not [m for m in messages if "marked as failed from outside" in m]
