@@ -268,6 +268,22 @@ def faults_env(
             os.environ[settings.DAGSTER_PG_URL_ENV] = previous
     yield {"env": env, "instance": instance, "tmp": tmp_path, "pg": own_postgres}
     instance.dispose()
+    _kill_left_behind(str(home))
+
+
+def _kill_left_behind(dagster_home: str) -> None:
+    """SIGKILL any process of this test still running (its code server can outlive the outage:
+    seen 36 minutes after the test, parent gone, ignoring SIGTERM)."""
+    import psutil
+
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if process.pid != os.getpid() and dagster_home in " ".join(
+                process.info["cmdline"] or ()
+            ):
+                process.kill()
+        except psutil.Error:
+            continue
 
 
 def _import_until_builds_in_flight(
