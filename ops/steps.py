@@ -191,7 +191,7 @@ class HeartbeatExecutor(dg.Executor):
     """An executor whose orchestration writes run-worker heartbeats (resources/heartbeats.py).
 
     Only the run worker calls `execute`; step processes and celery workers build the executor
-    too but never orchestrate, so they never beat. Everything else is the wrapped executor's.
+    too but never orchestrate, so they never beat. Every other member is the wrapped executor's.
     """
 
     def __init__(self, wrapped: dg.Executor) -> None:
@@ -200,6 +200,13 @@ class HeartbeatExecutor(dg.Executor):
     def execute(self, plan_context: Any, execution_plan: Any) -> Iterator[Any]:
         with heartbeats.beating(plan_context.instance, plan_context.run_id):
             yield from self.wrapped.execute(plan_context, execution_plan)
+
+    def __getattr__(self, name: str) -> Any:
+        # The celery execution loop reads its executor's own members (`app_args()`, `broker`):
+        # whatever this wrapper does not define is the wrapped executor's.
+        if name == "wrapped":  # not set yet (copying, unpickling): never recurse
+            raise AttributeError(name)
+        return getattr(self.wrapped, name)
 
     @property
     def retries(self) -> Any:
