@@ -209,12 +209,27 @@ def test_the_lineage_page_shows_the_library_assets_in_order(ui: UI) -> None:
     assert xs == sorted(xs) and len(set(xs)) == 3, dict(zip(names, xs, strict=True))
 
 
+_SENSOR_STATE = """
+query State($selector: SensorSelector!) {
+  sensorOrError(sensorSelector: $selector) { ... on Sensor { sensorState { id } } }
+}
+"""
+_STOP_SENSOR = """
+mutation Stop($id: String) { stopSensor(id: $id) { __typename } }
+"""
+_START_SENSOR = """
+mutation Start($selector: SensorSelector!) { startSensor(sensorSelector: $selector) { __typename } }
+"""
+
+
 def _tick_reasons(ui: UI, wanted: str, rows: int = 15) -> str | None:
     """Open the result of each recent tick until one's skip reason mentions `wanted`."""
     ticks = ui.page.locator("tr", has=ui.page.get_by_role("button", name="View logs"))
     for index in range(min(rows, ticks.count())):
         ticks.nth(index).locator("td").nth(4).get_by_role("button").first.click()
         dialog = _expect(ui.page.get_by_role("dialog"))
+        # The dialog opens with "Loading tick details…"; its reason comes with the details.
+        _expect(dialog.get_by_text("Duration", exact=True))
         text = dialog.inner_text()
         dialog.get_by_role("button", name="Close").click()
         if wanted in text:
@@ -241,10 +256,22 @@ def test_uploads_become_sensor_runs_and_bad_files_skipped_ticks(
         90,
         "the bad upload to be rejected",
     )
-    ui.open("/locations/airwave/sensors/lineup_upload_sensor")
-    _expect(ui.page.get_by_role("button", name="View logs").first)
-    reason = _tick_reasons(ui, "broken-upload.json")
-    ui.shot("sensor-ticks")
+    # Stop the sensor while the ticks are read: a new tick every 5 s shifts the table's rows
+    # under the clicks, and the rejecting tick can slide past them.
+    selector = {
+        "repositoryLocationName": "airwave",
+        "repositoryName": "__repository__",
+        "sensorName": "lineup_upload_sensor",
+    }
+    state = fresh.graphql(_SENSOR_STATE, {"selector": selector})["sensorOrError"]["sensorState"]
+    fresh.graphql(_STOP_SENSOR, {"id": state["id"]})
+    try:
+        ui.open("/locations/airwave/sensors/lineup_upload_sensor")
+        _expect(ui.page.get_by_role("button", name="View logs").first)
+        reason = _tick_reasons(ui, "broken-upload.json")
+        ui.shot("sensor-ticks")
+    finally:
+        fresh.graphql(_START_SENSOR, {"selector": selector})
     assert reason is not None, "no recent tick names the rejected file"
     assert "Skip reason" in reason
     assert "broken-upload.json: rejected (invalid), moved to rejected/" in reason
