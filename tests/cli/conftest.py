@@ -6,11 +6,11 @@ import os
 import shutil
 from pathlib import Path
 
-import psycopg2
 import pytest
 
 from airwave_dagster import settings
 from airwave_dagster.cli import environment
+from tests.support.schemas import fresh_schema
 
 CLI_SCHEMA = "dagster_cli"
 """Dagster's storage for these tests. The session's shared `airwave dev` (tests/integration)
@@ -21,15 +21,7 @@ for that daemon, which launches them from its own code server with its own envir
 @pytest.fixture(scope="session")
 def cli_dagster_url(database_url: str) -> str:
     """A Dagster schema of its own for the CLI tests, emptied once per session."""
-    conn = psycopg2.connect(environment.libpq_dsn(database_url))
-    try:
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute(f"DROP SCHEMA IF EXISTS {CLI_SCHEMA} CASCADE")
-            cur.execute(f"CREATE SCHEMA {CLI_SCHEMA}")
-    finally:
-        conn.close()
-    return environment.with_search_path(database_url, CLI_SCHEMA)
+    return fresh_schema(database_url, CLI_SCHEMA)
 
 
 @pytest.fixture

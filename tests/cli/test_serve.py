@@ -16,12 +16,12 @@ from typing import Any
 
 import psutil
 import pytest
-import sqlalchemy as sa
 
 from airwave_dagster import settings
 from airwave_dagster.cli import environment, serve
 from tests.support import lineups
 from tests.support.dagster_dev import Dev, wait_for
+from tests.support.schemas import fresh_schema
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 
@@ -85,19 +85,11 @@ def plex() -> Iterator[Any]:
 SERVE_SCHEMA = "dagster_serve"
 
 
-def _reset_schema(database_url: str) -> None:
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        conn.execute(sa.text(f"DROP SCHEMA IF EXISTS {SERVE_SCHEMA} CASCADE"))
-        conn.execute(sa.text(f"CREATE SCHEMA {SERVE_SCHEMA}"))
-    engine.dispose()
-
-
 @pytest.fixture
 def served(clean_db: str, plex: Any, tmp_path: Path) -> Iterator[_Served]:
     # Its own Dagster storage: the suite's shared `airwave dev` runs a daemon too, and two
     # daemons on one instance dequeue each other's runs.
-    _reset_schema(clean_db)
+    fresh_schema(clean_db, SERVE_SCHEMA)
     port = _free_port()
     env = {
         **os.environ,

@@ -11,12 +11,12 @@ import dagster as dg
 import pytest
 from dagster._core.events import EngineEventData
 from dagster._core.launcher import WorkerStatus
-from dagster._core.storage.tags import GRPC_INFO_TAG
 
 from airwave_dagster.cli import launcher
 from airwave_dagster.durability.run_launcher import AirwaveRunLauncher
 from tests.support import lineups
 from tests.support.dagster_dev import Dev, wait_for
+from tests.support.probe_runs import probe_run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 
@@ -44,17 +44,7 @@ def test_a_dropped_file_is_imported_by_the_daemon(fresh: Dev) -> None:
 
 
 def test_health_check_sees_a_dead_worker(dagster_instance) -> None:
-    @dg.op
-    def noop() -> None:
-        pass
-
-    @dg.job
-    def probe() -> None:
-        noop()
-
-    run = dagster_instance.create_run_for_job(
-        job_def=probe, tags={GRPC_INFO_TAG: json.dumps({"host": "localhost", "socket": "/x"})}
-    )
+    run = probe_run(dagster_instance, {"host": "localhost", "socket": "/x"})
     checker = AirwaveRunLauncher()
     checker.register_instance(dagster_instance)
     assert checker.check_run_worker_health(run).status == WorkerStatus.RUNNING  # no pid yet
@@ -68,7 +58,5 @@ def test_health_check_sees_a_dead_worker(dagster_instance) -> None:
     assert checker.check_run_worker_health(run).status == WorkerStatus.FAILED
     worker.wait()
     assert checker.check_run_worker_health(run).status == WorkerStatus.FAILED
-    remote = dagster_instance.create_run_for_job(
-        job_def=probe, tags={GRPC_INFO_TAG: json.dumps({"host": "10.1.2.3", "port": 4000})}
-    )
+    remote = probe_run(dagster_instance, {"host": "10.1.2.3", "port": 4000})
     assert checker.check_run_worker_health(remote).status == WorkerStatus.RUNNING

@@ -11,7 +11,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections import Counter
@@ -21,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import psycopg2
 import pytest
 import sqlalchemy as sa
 import yaml
@@ -32,9 +30,10 @@ from ops.lineup_import.job import IMPORT_CONCURRENCY
 from resources.io_manager import stored_report
 from tests.support import lineups
 from tests.support.celery_workers import REDIS_URL, require_broker, start_workers, unique_queue
-from tests.support.dagster_dev import AIRWAVE, LOCATIONS, STALE_SECONDS, Dev, wait_for
+from tests.support.dagster_dev import AIRWAVE, STALE_SECONDS, Dev, serving, wait_for
 from tests.support.load import Sampler
 from tests.support.own_postgres import OwnPostgres
+from tests.support.schemas import fresh_schema
 from tests.support.standalone import (
     CHANNELS,
     airwave,
@@ -424,49 +423,8 @@ def _dev_server(env: dict[str, str], workdir: Path) -> Iterator[Dev]:
     home = Path(env["DAGSTER_HOME"])
     home.mkdir(parents=True)
     shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
-    port = _free_port()
-    log = (workdir / "dev.log").open("wb")
-    process = subprocess.Popen(
-        [AIRWAVE, "dev", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    previous = os.environ.get(settings.DAGSTER_PG_URL_ENV)
-    os.environ[settings.DAGSTER_PG_URL_ENV] = env[settings.DAGSTER_PG_URL_ENV]
-    try:
-        instance = dg.DagsterInstance.from_config(str(home))
-    finally:
-        if previous is not None:
-            os.environ[settings.DAGSTER_PG_URL_ENV] = previous
-    running = Dev(port=port, home=home, env=env, workdir=workdir, instance=instance)
-
-    def loaded() -> bool:
-        entries = running.graphql(LOCATIONS)["workspaceOrError"]["locationEntries"]
-        return any(
-            e["name"] == "airwave"
-            and e["locationOrLoadError"]["__typename"] == "RepositoryLocation"
-            for e in entries
-        )
-
-    try:
-        wait_for(loaded, 240, "the airwave code location to load", poll=0.5)
+    with serving(env, home, workdir, load_seconds=240) as running:
         yield running
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        instance.dispose()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _messages(instance: Any, run_id: str) -> list[str]:
@@ -487,14 +445,7 @@ def test_a_start_that_times_out_is_served_once_not_launched_twice(
     the run again, the same ended with the run FAILURE while its first worker still executed it
     (seen in the ten-runs test).
     """
-    conn = psycopg2.connect(environment.libpq_dsn(clean_db))
-    try:
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute(f"DROP SCHEMA IF EXISTS {SLOW_START_SCHEMA} CASCADE")
-            cur.execute(f"CREATE SCHEMA {SLOW_START_SCHEMA}")
-    finally:
-        conn.close()
+    fresh_schema(clean_db, SLOW_START_SCHEMA)
     env = {
         **os.environ,
         "DAGSTER_HOME": str(tmp_path / "dagster_home"),

@@ -4,7 +4,6 @@ A worker on another machine cannot be checked by pid; the run launcher judges it
 beat instead (resources/heartbeats.py, airwave_dagster/durability/run_launcher.py).
 """
 
-import json
 import os
 import time
 from typing import Any
@@ -12,11 +11,11 @@ from typing import Any
 import dagster as dg
 from dagster import OpExecutionContext
 from dagster._core.launcher import WorkerStatus
-from dagster._core.storage.tags import GRPC_INFO_TAG
 
 from airwave_dagster.durability.run_launcher import AirwaveRunLauncher
 from ops.steps import fan_out_executor
 from resources import heartbeats
+from tests.support.probe_runs import probe_run
 
 
 @dg.op
@@ -48,24 +47,10 @@ def test_a_real_run_beats_from_its_run_worker_and_ends_its_beat(
     assert last is not None and last.ended and last.pid == os.getpid()
 
 
-def _remote_run(instance: dg.DagsterInstance) -> dg.DagsterRun:
-    @dg.op
-    def noop() -> None:
-        pass
-
-    @dg.job
-    def probe() -> None:
-        noop()
-
-    return instance.create_run_for_job(
-        job_def=probe, tags={GRPC_INFO_TAG: json.dumps({"host": "10.1.2.3", "port": 4000})}
-    )
-
-
 def test_a_worker_elsewhere_is_judged_by_its_heartbeat(
     dagster_instance: dg.DagsterInstance,
 ) -> None:
-    run = _remote_run(dagster_instance)
+    run = probe_run(dagster_instance, {"host": "10.1.2.3", "port": 4000})
     checker = AirwaveRunLauncher()
     checker.register_instance(dagster_instance)
     unknown = checker.check_run_worker_health(run)

@@ -21,6 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,27 +172,18 @@ def slow_plex() -> Iterator[Any]:
         yield handle
 
 
-@pytest.fixture(scope="session")
-def dev(
-    database_url: str, slow_plex: Any, tmp_path_factory: pytest.TempPathFactory
+@contextmanager
+def serving(
+    env: dict[str, str], home: Path, workdir: Path, *, load_seconds: float
 ) -> Iterator[Dev]:
-    """`airwave dev` on a free port, its instance shared with the test process."""
+    """`airwave dev` of `home` with `env`, on a free port, until the block ends.
+
+    Yields once the airwave code location has loaded; stops the server with SIGTERM (SIGKILL
+    after 30 s). The instance shared with the test reads the storage URL `env` names.
+    """
     import dagster as dg
 
-    workdir = tmp_path_factory.mktemp("dev")
-    home = workdir / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
     port = _free_port()
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(home),
-        "AIRWAVE_HOME": str(workdir / "home"),
-        settings.PLEX_URL_ENV: slow_plex.url,
-        settings.PLEX_TOKEN_ENV: slow_plex.token,
-        "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
-        "AIRWAVE_INBOX": str(workdir / "inbox"),
-    }
     log = (workdir / "dev.log").open("wb")
     process = subprocess.Popen(
         [AIRWAVE, "dev", "--port", str(port)],
@@ -200,7 +192,14 @@ def dev(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    instance = dg.DagsterInstance.from_config(str(home))
+    previous = os.environ.get(settings.DAGSTER_PG_URL_ENV)
+    if settings.DAGSTER_PG_URL_ENV in env:  # the instance reads it when it is built
+        os.environ[settings.DAGSTER_PG_URL_ENV] = env[settings.DAGSTER_PG_URL_ENV]
+    try:
+        instance = dg.DagsterInstance.from_config(str(home))
+    finally:
+        if previous is not None:
+            os.environ[settings.DAGSTER_PG_URL_ENV] = previous
     running = Dev(port=port, home=home, env=env, workdir=workdir, instance=instance)
 
     def loaded() -> bool:
@@ -212,8 +211,7 @@ def dev(
         )
 
     try:
-        wait_for(loaded, 180, "the airwave code location to load", poll=0.5)
-        _pause_background_automation(running)
+        wait_for(loaded, load_seconds, "the airwave code location to load", poll=0.5)
         yield running
     finally:
         os.killpg(process.pid, signal.SIGTERM)
@@ -223,6 +221,30 @@ def dev(
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         instance.dispose()
+
+
+@pytest.fixture(scope="session")
+def dev(
+    database_url: str, slow_plex: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Dev]:
+    """`airwave dev` on a free port, its instance shared with the test process."""
+
+    workdir = tmp_path_factory.mktemp("dev")
+    home = workdir / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "AIRWAVE_HOME": str(workdir / "home"),
+        settings.PLEX_URL_ENV: slow_plex.url,
+        settings.PLEX_TOKEN_ENV: slow_plex.token,
+        "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
+        "AIRWAVE_INBOX": str(workdir / "inbox"),
+    }
+    with serving(env, home, workdir, load_seconds=180) as running:
+        _pause_background_automation(running)
+        yield running
 
 
 def _pause_background_automation(dev: Dev) -> None:

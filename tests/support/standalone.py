@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import psycopg2
 import pytest
 import sqlalchemy as sa
 
@@ -26,6 +25,7 @@ from airwave_dagster import settings
 from airwave_dagster.cli import environment, launcher
 from tests.support import lineups
 from tests.support.dagster_dev import AIRWAVE, STALE_SECONDS, wait_for
+from tests.support.schemas import fresh_schema
 
 CHANNELS = 8
 SCHEMA = "dagster_alone"
@@ -36,15 +36,7 @@ def alone(
     clean_db: str, slow_plex: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[dict[str, Any]]:
     """The environment of a user running the CLI with no daemon, and an instance on it."""
-    conn = psycopg2.connect(environment.libpq_dsn(clean_db))
-    try:
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            # Runs of earlier tests would answer this test's idempotency keys.
-            cur.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
-            cur.execute(f"CREATE SCHEMA {SCHEMA}")
-    finally:
-        conn.close()
+    fresh_schema(clean_db, SCHEMA)  # runs of earlier tests would answer its idempotency keys
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
