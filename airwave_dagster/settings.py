@@ -32,6 +32,7 @@ CELERY_BROKER_ENV = "AIRWAVE_CELERY_BROKER_URL"
 CELERY_QUEUE_ENV = "AIRWAVE_CELERY_QUEUE"
 APPROVERS_ENV = "AIRWAVE_APPROVERS"
 LLM_CONCURRENCY_ENV = "AIRWAVE_LLM_CONCURRENCY"
+FAILPOINTS_DIR_ENV = "AIRWAVE_FAILPOINTS_DIR"
 
 CHECKOUT_ROOT = Path(__file__).resolve().parents[1]
 """Where a checkout keeps `pyproject.toml`; an installed wheel has none there."""
@@ -143,6 +144,16 @@ class Settings(BaseSettings):
         description=(
             "Comma-separated OS user names allowed to answer an approval gate "
             "(`airwave approve` / `airwave reject`); unset: any user who can reach the database."
+        ),
+    )
+
+    failpoints_dir: Path | None = Field(
+        default=None,
+        validation_alias=FAILPOINTS_DIR_ENV,
+        description=(
+            "Crash tests only: the directory whose files arm the failpoints of "
+            "`airwave_dagster/failpoints.py` (an armed point kills its process). Never set it "
+            "in a deployment."
         ),
     )
 

@@ -5,9 +5,11 @@ preview resolves the **complete** pool through `PlexClient.resolve_pool` (paged,
 The commit path is guarded twice: `run_tool` re-resolves the filter itself and verifies the pool
 (never the model's claimed count), and only then does `commit_channel` write the definitions (the
 filter as INCLUDE, an exclusion as EXCLUDE: `channel_definitions`) and enable the row, in the same
-transaction as the claim's commit (so a claim taken over meanwhile writes nothing). The 12-hour
-schedule follows, outside that transaction: a schedule failure is logged and leaves the channel
-enabled (a disabled channel never gets a schedule).
+transaction as the claim's commit (so a claim taken over meanwhile writes nothing). The first
+12-hour schedule window is written in that same transaction, so a committed channel always has
+its schedule, whatever kills the build afterwards (an attempt that adopts it finds it complete).
+Only a window that cannot be computed is logged and skipped; the maintenance schedules then lay
+it (docs/maintenance.md).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from airwave_dagster import failpoints
 from airwave_dagster.domain.ai.tools import (
     CommittedChannel,
     FilterPreview,
@@ -33,6 +36,7 @@ from airwave_dagster.domain.library import MediaItem, MediaType
 from airwave_dagster.domain.lineup_file import Ordering
 from airwave_dagster.domain.schedule import (
     INITIAL_WINDOW_SECONDS,
+    ScheduleBuild,
     build_schedule,
     channel_seed,
     resolve_bumper_plan,
@@ -139,13 +143,27 @@ class PlexChannelToolbox:
     def commit_channel(
         self, envelope: FilterEnvelope, pool: FilterPreview, exclude: FilterNode | None = None
     ) -> CommittedChannel:
-        """Write the verified definitions and enable the claimed row, then lay its first 12 h."""
+        """Write the verified definitions, the first 12 h and enable the row: one transaction."""
+        items = self._resolve(envelope, exclude)
+        seed = channel_seed(self.channel_id)
+        build = self._first_window(items, seed)
+        failpoints.reach(failpoints.BUILD_BEFORE_COMMIT, key=self.number)
         with self.store.transaction() as conn:
             self.ai_store.write_definitions(
                 conn, self.channel_id, _plex_definitions(envelope, exclude)
             )
+            if build is not None:
+                self.schedule_slots = self.store.write_schedule(
+                    self.channel_id,
+                    source_id=self.source_id,
+                    shuffle_seed=seed,
+                    build=build,
+                    pool=items,
+                    conn=conn,
+                )
             self.claims.commit(conn, self.channel_id, self.claimant, enabled=True)
-        self._schedule(self._resolve(envelope, exclude))
+            failpoints.reach(failpoints.BUILD_IN_COMMIT, key=self.number)
+        failpoints.reach(failpoints.BUILD_COMMITTED, key=self.number)
         return CommittedChannel(channel_id=self.channel_id, number=self.number)
 
     def give_up(self, reason: str) -> None:
@@ -173,11 +191,10 @@ class PlexChannelToolbox:
                 raise ToolError(f"the filter cannot be resolved: {error}") from None
         return self._pools[key]
 
-    def _schedule(self, pool: list[MediaItem]) -> None:
-        """The initial 12-hour window; failures are logged, the enabled channel stays."""
+    def _first_window(self, pool: list[MediaItem], seed: int) -> ScheduleBuild | None:
+        """The initial 12-hour window, or None (logged) when it cannot be computed."""
         try:
-            seed = channel_seed(self.channel_id)
-            build = build_schedule(
+            return build_schedule(
                 pool,
                 ordering=self.ordering,
                 channel_seed=seed,
@@ -185,20 +202,14 @@ class PlexChannelToolbox:
                 window_seconds=INITIAL_WINDOW_SECONDS,
                 bumpers=resolve_bumper_plan("INHERIT", enabled=True),
             )
-            self.schedule_slots = self.store.write_schedule(
-                self.channel_id,
-                source_id=self.source_id,
-                shuffle_seed=seed,
-                build=build,
-                pool=pool,
-            )
         except Exception as error:
             self.schedule_error = f"{type(error).__name__}: {error}"
             logger.warning(
-                "channel %s is enabled but its schedule could not be laid: %s",
+                "channel %s is committed without a schedule (maintenance lays it): %s",
                 self.number,
                 self.schedule_error,
             )
+            return None
 
 
 def _plex_definitions(

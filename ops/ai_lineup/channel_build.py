@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from airwave_dagster import failpoints
 from airwave_dagster.domain.ai.context import SharedContext
 from airwave_dagster.domain.ai.curate import lineup_guard_for
 from airwave_dagster.domain.ai.offline import build_channel_offline
@@ -153,6 +154,7 @@ def run_build(
     if claim.kind == "conflict" or claim.channel_id is None:
         reason = claim.detail or f"channel number {numbered.number} is taken"
         return ChannelBuildResult.without_build(numbered, channel, "skipped", reason), {}
+    failpoints.reach(failpoints.BUILD_CLAIMED, key=numbered.number)
     toolbox = PlexChannelToolbox(
         plex=deps.plex,
         store=deps.store,

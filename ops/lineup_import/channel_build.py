@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from airwave_dagster import failpoints
 from airwave_dagster.domain.filters import plex_sort
 from airwave_dagster.domain.import_plan import PlannedChannel
 from airwave_dagster.domain.library import MediaItem
@@ -121,13 +122,16 @@ def apply_channel(
             "whose heartbeat had stopped"
         )
     enabled = planned.enabled and not planned.disabled
+    number = planned.assigned_number
     try:
+        failpoints.reach(failpoints.BUILD_CLAIMED, key=number)
         with claims.held(outcome.channel_id, me):
             pool = resolve_pool(plex, planned)
             if planned.definitions:
                 result.pool_size = len(pool)
                 if not pool:
                     notes.append("filter matches nothing in the library: no schedule to lay")
+            failpoints.reach(failpoints.BUILD_BEFORE_COMMIT, key=number)
             with store.transaction() as conn:
                 store.insert_definitions(conn, outcome.channel_id, planned)
                 if enabled:
@@ -149,8 +153,10 @@ def apply_channel(
                         conn=conn,
                     )
                 claims.commit(conn, outcome.channel_id, me, enabled=enabled)
+                failpoints.reach(failpoints.BUILD_IN_COMMIT, key=number)
     except BaseException:
         # Failure, cancel or interrupt: give the number back so the next attempt starts clean.
         claims.release(outcome.channel_id, me)
         raise
+    failpoints.reach(failpoints.BUILD_COMMITTED, key=number)
     result.reason = "; ".join(notes) or None

@@ -241,6 +241,8 @@ def dev(
         settings.PLEX_TOKEN_ENV: slow_plex.token,
         "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
         "AIRWAVE_INBOX": str(workdir / "inbox"),
+        # Armed only by tests/integration/test_kill_points.py; while empty, nothing fires.
+        settings.FAILPOINTS_DIR_ENV: str(workdir / "failpoints"),
     }
     with serving(env, home, workdir, load_seconds=180) as running:
         _pause_background_automation(running)
