@@ -331,27 +331,3 @@ def is_cut_short(callsign: str, name: str) -> bool:
             )
     # Cut short when the sign only reads as the name with some word cut in the middle.
     return True in endings and False not in endings
-    # reachable[(position in sign, next word)] = whether a cut piece was used on the way there.
-    states: dict[tuple[int, int], bool] = {(0, 0): False}
-    frontier = [(0, 0)]
-    while frontier:
-        position, start = frontier.pop()
-        cut = states[(position, start)]
-        for index in range(start, len(words)):
-            word = words[index]
-            longest = 0
-            while (
-                longest < len(word)
-                and position + longest < len(sign)
-                and word[longest] == sign[position + longest]
-            ):
-                longest += 1
-            for length in range(1, longest + 1):
-                piece_cut = cut or (1 < length < len(word))
-                state = (position + length, index + 1)
-                if position + length == len(sign) and piece_cut:
-                    return True
-                if states.get(state) is None or (piece_cut and not states[state]):
-                    states[state] = piece_cut
-                    frontier.append(state)
-    return False
