@@ -21,7 +21,7 @@ import dagster as dg
 from plexapi.exceptions import BadRequest, NotFound, PlexApiException, Unauthorized
 from plexapi.library import FilterChoice, FilteringField, LibrarySection
 from plexapi.server import PlexServer
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from airwave_dagster.domain.filters import (
     ALLOWED_OPS,
@@ -449,8 +449,8 @@ class PlexClient:
 class PlexResource(dg.ConfigurableResource):
     """The Plex Media Server whose libraries channels draw from, read through plexapi.
 
-    Every call goes through a `PlexClient` built by `get_client()`; the client caches the section
-    list and filter choices, so an op should keep one client for its whole step.
+    Every call goes through the `PlexClient` of `get_client()`, which caches the section list
+    and filter choices.
 
     Examples:
         plex = PlexResource(base_url=dg.EnvVar("PLEX_URL"), token=dg.EnvVar("PLEX_TOKEN"))
@@ -460,9 +460,22 @@ class PlexResource(dg.ConfigurableResource):
     token: str = Field(description="X-Plex-Token for the server; a secret, set from PLEX_TOKEN.")
     timeout_seconds: float = Field(default=30.0, description="Seconds to wait for each response.")
 
+    _client: PlexClient | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """One client per initialisation: a step process, or a whole in-process run."""
+        self._client = None
+
     def get_client(self) -> PlexClient:
-        """A new client for this server (connects on first use)."""
-        return PlexClient(self.base_url, self.token, timeout=self.timeout_seconds)
+        """This initialisation's client (connects on first use; sections and filters cached).
+
+        Steps run in processes of their own (multiprocess, celery), so the cache lives for one
+        step there; an in-process run shares it across its steps instead of listing every
+        library's sections and filter types again for each channel.
+        """
+        if self._client is None:
+            self._client = PlexClient(self.base_url, self.token, timeout=self.timeout_seconds)
+        return self._client
 
 
 def _key(section: LibrarySection) -> str:
