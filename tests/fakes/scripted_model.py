@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -77,6 +78,13 @@ def channel_name(body: dict[str, Any]) -> str:
 def is_planner(body: dict[str, Any]) -> bool:
     """Whether a request is the planner call."""
     return (body.get("tool_choice") or {}).get("name") == PLANNER_TOOL_NAME
+
+
+def calls_by_channel(stub: Any) -> Counter[str]:
+    """The stub's worker calls so far (SDK retries not counted), per channel name."""
+    return Counter(
+        channel_name(r.body) for r in stub.logical_calls() if r.body and not is_planner(r.body)
+    )
 
 
 class ScriptedModel:

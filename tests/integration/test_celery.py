@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
@@ -17,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from airwave_dagster import settings
-from tests.fakes.scripted_model import GENRES, ScriptedModel, channel_name, is_planner, small_plan
+from tests.fakes.scripted_model import GENRES, ScriptedModel, calls_by_channel, small_plan
 from tests.support import lineups
 from tests.support.celery_workers import (
     AMQP_URL,
@@ -27,7 +28,14 @@ from tests.support.celery_workers import (
     unique_queue,
 )
 from tests.support.dagster_dev import AIRWAVE, wait_for
-from tests.support.standalone import CHANNELS, airwave, assert_exactly_once, build_keys
+from tests.support.standalone import (
+    CHANNELS,
+    airwave,
+    assert_exactly_once,
+    build_keys,
+    channel_number,
+    claims_held,
+)
 
 pytestmark = [
     pytest.mark.postgres,
@@ -86,18 +94,35 @@ def test_an_import_on_two_celery_workers_builds_every_channel_once(
     assert figures["duplicate_builds"] == 0
 
 
-def test_a_worker_killed_mid_build_loses_no_channel_and_repeats_no_finished_one(
-    alone: dict[str, Any], clean_db: str
-) -> None:
-    # RabbitMQ gives an unacknowledged step back the moment its worker's connection drops.
-    env = _celery_env(alone, AMQP_URL)
-    queue = env[settings.CELERY_QUEUE_ENV]
-    workers = start_workers(env, alone["tmp"], 2, concurrency=2, queue=queue)
+@dataclass(frozen=True)
+class KilledMidBuild:
+    """What a command run through worker 0's death ended with."""
+
+    run_ids: list[str]
+    """The run, and the resume `runs resume` started if the run did not succeed by itself."""
+    first_status: str
+    done: set[int]
+    """Channels whose build step had succeeded when the worker was killed."""
+    in_flight: set[int]
+    """Channels whose build was running on the killed worker."""
+
+
+def _kill_worker_mid_build(
+    alone: dict[str, Any], env: dict[str, str], command: list[str], prefix: str, killed: Any
+) -> KilledMidBuild:
+    """Run `airwave COMMAND --json` on two workers; SIGKILL worker 0 while it runs a build.
+
+    The kill comes once a build has succeeded and worker 0 is running another. `killed()` is
+    called right after the kill. If the run did not succeed by itself, one `airwave runs
+    resume` must finish it.
+    """
     instance = alone["instance"]
+    workers = start_workers(
+        env, alone["tmp"], 2, concurrency=2, queue=env[settings.CELERY_QUEUE_ENV]
+    )
     try:
-        path = lineups.write(alone["tmp"], lineups.genre_lineup(CHANNELS), "celery.json")
         cli = subprocess.Popen(
-            [AIRWAVE, "import", str(path), "--json"],
+            [AIRWAVE, *command, "--json"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -106,36 +131,52 @@ def test_a_worker_killed_mid_build_loses_no_channel_and_repeats_no_finished_one(
         run = wait_for(lambda: next(iter(instance.get_runs(limit=1)), None), 120, "the run")
 
         def victim_busy() -> set[str]:
-            succeeded = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS)
+            succeeded = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS, prefix)
             on_victim = {
                 key
                 for key, worker in _worker_of_each_step(instance, run.run_id).items()
-                if worker == workers.names[0] and key.startswith("build_channel[")
+                if worker == workers.names[0] and key.startswith(prefix)
             }
-            return on_victim - succeeded if len(succeeded) >= 1 else set()
+            return on_victim - succeeded if succeeded else set()
 
-        in_flight = wait_for(victim_busy, 180, "a build running on worker 0", poll=0.05)
-        done_at_kill = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS)
+        in_flight = wait_for(victim_busy, 240, "a build running on worker 0", poll=0.05)
+        done = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS, prefix)
         workers.kill(0)
+        killed()
         stdout, stderr = cli.communicate(timeout=400)
     finally:
         workers.stop()
-
+    assert cli.returncode in (0, 1), stderr
     run_ids = [run.run_id]
-    outcome = json.loads(stdout)
-    if outcome["status"] != "SUCCESS":  # the documented fallback: one command finishes it
+    status = json.loads(stdout)["status"]
+    if status != "SUCCESS":  # the documented fallback: one command finishes it
         resumed = airwave(env, "runs", "resume", run.run_id, "--wait", "--json")
         assert resumed.returncode == 0, resumed.stderr
         run_ids.append(json.loads(resumed.stdout)["run_id"])
-    assert cli.returncode in (0, 1), stderr
+    return KilledMidBuild(
+        run_ids=run_ids,
+        first_status=status,
+        done={channel_number(key) for key in done},
+        in_flight={channel_number(key) for key in in_flight},
+    )
 
-    def numbers(keys: set[str]) -> set[int]:
-        return {int(key.split("[ch_")[1].rstrip("]")) for key in keys}
 
-    figures = assert_exactly_once(clean_db, run_ids, numbers(done_at_kill), numbers(in_flight))
+def test_a_worker_killed_mid_build_loses_no_channel_and_repeats_no_finished_one(
+    alone: dict[str, Any], clean_db: str
+) -> None:
+    # RabbitMQ gives an unacknowledged step back the moment its worker's connection drops.
+    env = _celery_env(alone, AMQP_URL)
+    path = lineups.write(alone["tmp"], lineups.genre_lineup(CHANNELS), "celery.json")
+
+    killed = _kill_worker_mid_build(
+        alone, env, ["import", str(path)], "build_channel[", lambda: None
+    )
+
+    figures = assert_exactly_once(clean_db, killed.run_ids, killed.done, killed.in_flight)
     print(  # noqa: T201 (the fault's figures, for the closing note)
-        f"celery worker SIGKILL: runs {len(run_ids)}, channels {CHANNELS}/{figures['channels']}, "
-        f"duplicate builds {figures['duplicate_builds']}, first run {outcome['status']}"
+        f"celery worker SIGKILL: runs {len(killed.run_ids)}, channels "
+        f"{CHANNELS}/{figures['channels']}, duplicate builds {figures['duplicate_builds']}, "
+        f"first run {killed.first_status}"
     )
 
 
@@ -150,78 +191,30 @@ def test_ai_lineup_with_a_worker_killed_mid_build_pays_no_finished_build_twice(
     }
     stub.responder = ScriptedModel(small_plan(GENRES[:5]))
     stub.latency = 0.4  # per model call: a build is still in flight when its worker dies
-    workers = start_workers(
-        env, alone["tmp"], 2, concurrency=2, queue=env[settings.CELERY_QUEUE_ENV]
-    )
-    instance = alone["instance"]
-    try:
-        cli = subprocess.Popen(
-            [AIRWAVE, "lineup", "--provider", "anthropic", "--json"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        run = wait_for(lambda: next(iter(instance.get_runs(limit=1)), None), 120, "the run")
+    paid: Counter[str] = Counter()
 
-        def victim_busy() -> set[str]:
-            succeeded = _builds(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS)
-            on_victim = {
-                key
-                for key, worker in _worker_of_each_step(instance, run.run_id).items()
-                if worker == workers.names[0] and key.startswith("build_ai_channel[")
-            }
-            return on_victim - succeeded if succeeded else set()
-
-        in_flight = wait_for(victim_busy, 240, "an AI build running on worker 0", poll=0.05)
-        done = _builds(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS)
-        workers.kill(0)
-        paid = _calls_by_channel(stub)
+    def count_and_reset() -> None:
+        paid.update(calls_by_channel(stub))
         stub.reset_requests()
-        stdout, stderr = cli.communicate(timeout=400)
-    finally:
-        workers.stop()
 
-    run_ids = [run.run_id]
-    outcome = json.loads(stdout)
-    if outcome["status"] != "SUCCESS":  # the documented fallback: one command finishes it
-        resumed = airwave(env, "runs", "resume", run.run_id, "--wait", "--json")
-        assert resumed.returncode == 0, resumed.stderr
-        run_ids.append(json.loads(resumed.stdout)["run_id"])
-    assert cli.returncode in (0, 1), stderr
+    killed = _kill_worker_mid_build(
+        alone, env, ["lineup", "--provider", "anthropic"], "build_ai_channel[", count_and_reset
+    )
+
     names = _channel_names(clean_db)
-    finished = {names[_number(key)] for key in done}
-    after = _calls_by_channel(stub)
+    finished = {names[number] for number in killed.done}
+    after = calls_by_channel(stub)
     # A build that had finished before the kill is never paid again; the killed one may be.
     assert finished and not finished & set(after), (finished, after)
     one_build = {paid[name] for name in finished}
     assert len(one_build) == 1 and one_build.pop() >= 2, paid
     assert sorted(names.values()) == sorted(f"{genre} TV" for genre in GENRES[:5])
-    assert _claims_left(clean_db) == 0
+    assert sum(claims_held(clean_db, run_id) for run_id in killed.run_ids) == 0
     print(  # noqa: T201 (the fault's figures, for the closing note)
-        f"celery worker SIGKILL (ai_lineup): runs {len(run_ids)}, channels 5/{len(names)}, "
-        f"finished at the kill {sorted(finished)}, in flight on the killed worker "
-        f"{sorted(in_flight)}, model calls before {dict(paid)}, after {dict(after)}, "
-        f"first run {outcome['status']}"
-    )
-
-
-def _builds(instance: Any, run_id: str, kind: dg.DagsterEventType) -> set[str]:
-    return {
-        record.dagster_event.step_key
-        for record in instance.all_logs(run_id, of_type=kind)
-        if record.dagster_event is not None
-        and (record.dagster_event.step_key or "").startswith("build_ai_channel[")
-    }
-
-
-def _number(step_key: str) -> int:
-    return int(step_key.split("[ch_")[1].rstrip("]"))
-
-
-def _calls_by_channel(stub: Any) -> Counter[str]:
-    return Counter(
-        channel_name(r.body) for r in stub.logical_calls() if r.body and not is_planner(r.body)
+        f"celery worker SIGKILL (ai_lineup): runs {len(killed.run_ids)}, channels "
+        f"5/{len(names)}, finished at the kill {sorted(finished)}, in flight on the killed "
+        f"worker {sorted(killed.in_flight)}, model calls before {dict(paid)}, after "
+        f"{dict(after)}, first run {killed.first_status}"
     )
 
 
@@ -236,16 +229,3 @@ def _channel_names(database_url: str) -> dict[int, str]:
     finally:
         engine.dispose()
     return {row.number: row.name for row in rows}
-
-
-def _claims_left(database_url: str) -> int:
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            return int(
-                conn.execute(
-                    sa.text("SELECT count(*) FROM airwave.channel WHERE claim_run_id IS NOT NULL")
-                ).scalar_one()
-            )
-    finally:
-        engine.dispose()

@@ -33,10 +33,11 @@ from airwave_dagster.cli import launcher
 from ops.ai_lineup.build_ops import build_ai_channel
 from ops.lineup_import.ops import build_channel
 from resources.io_manager import stored_report
-from tests.fakes.scripted_model import ScriptedModel, channel_name, is_planner, small_plan
+from tests.fakes.scripted_model import ScriptedModel, calls_by_channel, is_planner, small_plan
 from tests.support import lineups
 from tests.support.ai import lineup_config
 from tests.support.dagster_dev import Dev, wait_for
+from tests.support.standalone import build_keys, channel_number, claim_ledger
 
 pytestmark = [
     pytest.mark.postgres,
@@ -103,33 +104,6 @@ def _channels(database_url: str) -> dict[int, Any]:
     return {row.number: row for row in rows}
 
 
-def _import_work(database_url: str, run_ids: list[str]) -> Counter[int]:
-    """Attempts that started a channel's expensive part (the import's claim ledger)."""
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            return Counter(
-                conn.execute(
-                    sa.text(
-                        "SELECT channel_number FROM airwave.import_trace "
-                        "WHERE run_id = ANY(:ids) AND phase = 'claim'"
-                    ),
-                    {"ids": run_ids},
-                ).scalars()
-            )
-    finally:
-        engine.dispose()
-
-
-def _step_keys(dev: Dev, run_id: str, kind: dg.DagsterEventType, prefix: str) -> set[str]:
-    return {
-        record.dagster_event.step_key
-        for record in dev.instance.all_logs(run_id, of_type=kind)
-        if record.dagster_event is not None
-        and (record.dagster_event.step_key or "").startswith(prefix)
-    }
-
-
 def _run_worker(dev: Dev, run_id: str) -> int:
     from airwave_dagster.durability.run_launcher import worker_pid
 
@@ -187,7 +161,7 @@ def test_import_killed_at_each_point_of_a_build_then_resumed(
     first = launcher.wait_for_run(fresh.instance, run_id)
 
     assert first.status == dg.DagsterRunStatus.FAILURE, first.status
-    failed = _step_keys(fresh, run_id, dg.DagsterEventType.STEP_FAILURE, "build_channel[")
+    failed = build_keys(fresh.instance, run_id, dg.DagsterEventType.STEP_FAILURE, "build_channel[")
     assert failed == {"build_channel[ch_101]", "build_channel[ch_102]", "build_channel[ch_103]"}
     _assert_fired(failpoint_dir, kills, _run_worker(fresh, run_id))
     _assert_left_by_the_kills(_channels(database_url), kills)
@@ -196,10 +170,13 @@ def test_import_killed_at_each_point_of_a_build_then_resumed(
 
     child = resumed["run_id"]
     # The resume ran the three failed builds; the finished ones were replayed, not executed.
-    assert _step_keys(fresh, child, dg.DagsterEventType.STEP_START, "build_channel[") == failed
+    assert (
+        build_keys(fresh.instance, child, dg.DagsterEventType.STEP_START, "build_channel[")
+        == failed
+    )
     rows = _channels(database_url)
     _assert_complete(rows, planned)
-    work = _import_work(database_url, [run_id, child])
+    work = claim_ledger(database_url, [run_id, child])
     expected = {number: 1 for number in planned}
     for number, (point, times) in kills.items():
         if point != failpoints.BUILD_COMMITTED:
@@ -229,12 +206,6 @@ AI_CHANNELS[1102] = "Thriller TV"
 The job syncs the dev server's Plex library itself (the tables are empty)."""
 
 
-def _calls_by_channel(stub: Any) -> Counter[str]:
-    return Counter(
-        channel_name(r.body) for r in stub.logical_calls() if r.body and not is_planner(r.body)
-    )
-
-
 def test_ai_lineup_killed_at_each_point_of_a_build_then_resumed(
     fresh: Dev, failpoint_dir: Path, stub: Any, database_url: str
 ) -> None:
@@ -256,11 +227,13 @@ def test_ai_lineup_killed_at_each_point_of_a_build_then_resumed(
     first = launcher.wait_for_run(fresh.instance, run_id)
 
     assert first.status == dg.DagsterRunStatus.FAILURE, first.status
-    failed = _step_keys(fresh, run_id, dg.DagsterEventType.STEP_FAILURE, "build_ai_channel[")
+    failed = build_keys(
+        fresh.instance, run_id, dg.DagsterEventType.STEP_FAILURE, "build_ai_channel["
+    )
     assert failed == {f"build_ai_channel[ch_{n}]" for n in (1001, 1002, 1003)}, failed
     _assert_fired(failpoint_dir, kills, _run_worker(fresh, run_id))
     _assert_left_by_the_kills(_channels(database_url), kills)
-    before = _calls_by_channel(stub)
+    before = calls_by_channel(stub)
     one_build = before[untouched]
     assert one_build >= 2, before  # the scripted worker previews, then commits
     # Killed right after its claim: no model call was made for the channel.
@@ -274,14 +247,17 @@ def test_ai_lineup_killed_at_each_point_of_a_build_then_resumed(
 
     resumed = _resume(fresh, run_id)
 
-    after = _calls_by_channel(stub)
+    after = calls_by_channel(stub)
     assert not [r for r in stub.logical_calls() if r.body and is_planner(r.body)], "re-planned"
     # Only the three builds that never committed called the model again, once each.
     assert after == Counter({names[n]: one_build for n in (1001, 1002, 1003)}), after
     rows = _channels(database_url)
     _assert_complete(rows, sorted(AI_CHANNELS))
     child = resumed["run_id"]
-    assert _step_keys(fresh, child, dg.DagsterEventType.STEP_START, "build_ai_channel[") == failed
+    assert (
+        build_keys(fresh.instance, child, dg.DagsterEventType.STEP_START, "build_ai_channel[")
+        == failed
+    )
     LOG.warning(
         "kill points (ai_lineup): %s; runs 2; channels expected 5 present %d; model calls per "
         "channel before the resume %s, in the resume %s (one build = %d calls); duplicate model "
@@ -307,15 +283,15 @@ def test_ai_lineup_run_worker_killed_mid_fan_out_pays_no_finished_build_twice(
     prefix = "build_ai_channel["
 
     def builds_in_flight() -> bool:
-        done = _step_keys(fresh, run_id, dg.DagsterEventType.STEP_SUCCESS, prefix)
-        started = _step_keys(fresh, run_id, dg.DagsterEventType.STEP_START, prefix)
+        done = build_keys(fresh.instance, run_id, dg.DagsterEventType.STEP_SUCCESS, prefix)
+        started = build_keys(fresh.instance, run_id, dg.DagsterEventType.STEP_START, prefix)
         return len(done) >= 1 and bool(started - done)
 
     wait_for(builds_in_flight, 240, "a build done and more in flight", poll=0.05)
     worker = _run_worker(fresh, run_id)
     os.kill(worker, signal.SIGKILL)
-    done = _step_keys(fresh, run_id, dg.DagsterEventType.STEP_SUCCESS, prefix)
-    paid = _calls_by_channel(stub)
+    done = build_keys(fresh.instance, run_id, dg.DagsterEventType.STEP_SUCCESS, prefix)
+    paid = calls_by_channel(stub)
     stub.reset_requests()
 
     # The daemon sees the dead worker, marks the run failed and resumes it (run retries).
@@ -324,8 +300,8 @@ def test_ai_lineup_run_worker_killed_mid_fan_out_pays_no_finished_build_twice(
     assert final.status == dg.DagsterRunStatus.SUCCESS, final.status
     tree = launcher.run_tree(fresh.instance, run_id)
     assert len(tree) >= 2, "the run was resumed"
-    finished = {AI_CHANNELS[int(key.split("[ch_")[1].rstrip("]"))] for key in done}
-    after = _calls_by_channel(stub)
+    finished = {AI_CHANNELS[channel_number(key)] for key in done}
+    after = calls_by_channel(stub)
     # Builds that had finished before the kill: paid once, never called again.
     assert not finished & set(after), (finished, after)
     one_build = {paid[name] for name in finished}

@@ -82,13 +82,39 @@ def descendants(root: int) -> set[int]:
     return found
 
 
-def build_keys(instance: Any, run_id: str, kind: dg.DagsterEventType) -> set[str]:
+def build_keys(
+    instance: Any, run_id: str, kind: dg.DagsterEventType, prefix: str = "build_channel["
+) -> set[str]:
+    """Step keys of the run's `kind` events whose step starts with `prefix` (the builds)."""
     return {
         record.dagster_event.step_key
         for record in instance.all_logs(run_id, of_type=kind)
         if record.dagster_event is not None
-        and (record.dagster_event.step_key or "").startswith("build_channel[")
+        and (record.dagster_event.step_key or "").startswith(prefix)
     }
+
+
+def channel_number(step_key: str) -> int:
+    """The channel number of a build step key (`build_channel[ch_103]` → 103)."""
+    return int(step_key.split("[ch_")[1].rstrip("]"))
+
+
+def claim_ledger(database_url: str, run_ids: list[str]) -> Counter[int]:
+    """Attempts per channel that started its expensive part (the importer's claim rows)."""
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return Counter(
+                conn.execute(
+                    sa.text(
+                        "SELECT channel_number FROM airwave.import_trace "
+                        "WHERE run_id = ANY(:ids) AND phase = 'claim'"
+                    ),
+                    {"ids": run_ids},
+                ).scalars()
+            )
+    finally:
+        engine.dispose()
 
 
 def kill_import_mid_fan_out(alone: dict[str, Any]) -> tuple[str, Path, set[int], set[int]]:
@@ -133,7 +159,7 @@ def kill_import_mid_fan_out(alone: dict[str, Any]) -> tuple[str, Path, set[int],
     started = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_START)
 
     def numbers(keys: set[str]) -> set[int]:
-        return {int(key.split("[ch_")[1].rstrip("]")) for key in keys}
+        return {channel_number(key) for key in keys}
 
     time.sleep(1.0)  # let the kernel reap; nothing of the run may write after this
     status = instance.get_run_by_id(run.run_id).status
@@ -153,17 +179,9 @@ def assert_exactly_once(
             channels = conn.execute(
                 sa.text("SELECT number, enabled, claim_run_id FROM airwave.channel ORDER BY number")
             ).all()
-            work = Counter(
-                conn.execute(
-                    sa.text(
-                        "SELECT channel_number FROM airwave.import_trace "
-                        "WHERE run_id = ANY(:ids) AND phase = 'claim'"
-                    ),
-                    {"ids": run_ids},
-                ).scalars()
-            )
     finally:
         engine.dispose()
+    work = claim_ledger(database_url, run_ids)
     assert [row.number for row in channels] == planned, "every planned channel exactly once"
     assert all(row.enabled for row in channels)
     assert all(row.claim_run_id is None for row in channels), "no claim left behind"
