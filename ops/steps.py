@@ -166,11 +166,12 @@ def fan_out_executor(
             limit_llm_pool(init_context.instance, settings)
         if settings.executor == "celery":
             from dagster._core.execution.retries import RetryMode
-            from dagster_celery.executor import CeleryExecutor
+
+            from ops.celery_executor import CeleryStepExecutor
 
             args = celery_app_args(settings)
             return HeartbeatExecutor(
-                CeleryExecutor(
+                CeleryStepExecutor(
                     broker=args["broker"],
                     backend=args["backend"],
                     include=args["include"],

@@ -16,6 +16,7 @@ from airwave_dagster.cli.approvals import approvals_group, approve_command, reje
 from airwave_dagster.cli.demo import demo_command
 from airwave_dagster.cli.guide import guide_command
 from airwave_dagster.cli.lineup_files import export_command, import_command, schema_command
+from airwave_dagster.cli.outages import DatabaseUnreachable
 from airwave_dagster.cli.runs import runs_group
 from airwave_dagster.cli.serve import serve_command
 from airwave_dagster.cli.services import db_group, dev_command, plex_emulator_command
@@ -24,13 +25,16 @@ from airwave_dagster.settings import Settings, SettingsError
 
 
 class _Group(click.Group):
-    """The root group: a bad setting ends any command with `error: VARIABLE: problem`."""
+    """The root group: a bad setting ends any command with `error: VARIABLE: problem`, and a
+    database that stayed away while a command waited ends it with exit code 6."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except SettingsError as problem:
             console.fail(str(problem), code=2)
+        except DatabaseUnreachable as problem:
+            console.fail(str(problem), console.ExitCode.UNAVAILABLE)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -14,10 +14,11 @@ from rich.console import Console
 from rich.table import Table
 
 from airwave_dagster.cli import environment
+from airwave_dagster.cli.outages import patiently
 from airwave_dagster.settings import SettingsError
 
 if TYPE_CHECKING:
-    from airwave_dagster.cli import starts
+    from airwave_dagster.cli import launcher, starts
     from airwave_dagster.cli.webserver import Webserver
 
 
@@ -30,6 +31,7 @@ class ExitCode(IntEnum):
     INPUT_REFUSED = 3  # a lineup file, setting or value that was read and refused
     CONFLICT = 4  # the run or the database is in a state that forbids the request
     NOT_FOUND = 5  # no such run
+    UNAVAILABLE = 6  # the database stayed unreachable while the command waited (outages.py)
 
 
 def _console(*, stderr: bool) -> Console:
@@ -161,16 +163,23 @@ def wait_showing_progress(instance: Any, run_id: str, progress: Progress) -> Non
         _live_progress(instance, run_id, progress, started)
         return
     last: Snapshot | None = None
-    while not _finished(instance, run_id):
-        now = progress()
+    watch = _watch(instance, run_id)
+    while not _finished(watch):
+        now = patiently(progress, waiting_for=f"run {run_id}")
         if now != last:
             stderr.print(f"  {now.line(time.monotonic() - started)}", highlight=False)
             last = now
         time.sleep(0.5)
 
 
-def _finished(instance: Any, run_id: str) -> bool:
-    current = instance.get_run_by_id(run_id)
+def _watch(instance: Any, run_id: str) -> launcher.RunWatch:
+    from airwave_dagster.cli import launcher
+
+    return launcher.RunWatch(instance, run_id)
+
+
+def _finished(watch: launcher.RunWatch) -> bool:
+    current = watch.run()
     return current is None or bool(current.is_finished)
 
 
@@ -193,8 +202,9 @@ def _live_progress(instance: Any, run_id: str, progress: Progress, started: floa
     )
     with Progress(*columns, console=stderr, transient=False) as display:
         task = display.add_task("planning", total=None, counts="")
-        while not _finished(instance, run_id):
-            now = progress()
+        watch = _watch(instance, run_id)
+        while not _finished(watch):
+            now = patiently(progress, waiting_for=f"run {run_id}")
             counts = f"built {now.built}, failed {now.failed}"
             if now.remaining is not None:
                 counts += f", remaining {now.remaining}"

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from dagster._core.workspace.context import BaseWorkspaceRequestContext, Workspa
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 
 from airwave_dagster.cli.environment import airwave_home, open_project_stores, workspace_file
+from airwave_dagster.cli.outages import patiently
 from airwave_dagster.cli.starts import WILL_RETRY_TAG, LaunchRefused, RunInfo
 from airwave_dagster.run_tags import CANCEL_REASON_TAG, IDEMPOTENCY_TAG
 
@@ -131,12 +133,54 @@ def start_run(
     return instance.launch_run(run.run_id, context)
 
 
+_HEALTH_CHECK_SECONDS = 10.0
+"""How often a waiting command asks whether the run's worker is still alive (no daemon)."""
+
+
+class RunWatch:
+    """A run as a command waiting for it reads it: through database outages, and never forever.
+
+    Each read rides out an unreachable database (`outages.patiently`). Every
+    `_HEALTH_CHECK_SECONDS`, while no daemon watches the instance, an unfinished run whose worker
+    is gone is marked FAILURE (`fail_if_dead`), as the daemon's run monitoring would: a worker
+    that died, or ended while Postgres was down and could not record the run's end, would
+    otherwise leave the command waiting on a STARTED run for good.
+    """
+
+    def __init__(self, instance: dg.DagsterInstance, run_id: str) -> None:
+        self.instance = instance
+        self.run_id = run_id
+        self._checked_at = time.monotonic()
+
+    def run(self) -> dg.DagsterRun | None:
+        """The run as stored now (None if there is no such run)."""
+        waiting_for = f"run {self.run_id}"
+        run = patiently(partial(self.instance.get_run_by_id, self.run_id), waiting_for=waiting_for)
+        if run is None or run.is_finished:
+            return run
+        now = time.monotonic()
+        if now - self._checked_at < _HEALTH_CHECK_SECONDS:
+            return run
+        self._checked_at = now
+        return patiently(partial(self._failed_if_dead, run), waiting_for=waiting_for)
+
+    def _failed_if_dead(self, run: dg.DagsterRun) -> dg.DagsterRun | None:
+        if daemon_running(self.instance):
+            return run  # its run monitoring judges the worker, and may resume the run
+        # Read again: after an outage cut this short, the run may already be marked.
+        current = self.instance.get_run_by_id(run.run_id)
+        if current is None or current.is_finished:
+            return current
+        return fail_if_dead(self.instance, current)
+
+
 def wait_for_run(
     instance: dg.DagsterInstance, run_id: str, *, poll_seconds: float = 0.5
 ) -> dg.DagsterRun:
-    """Block until the run reaches a finished status and return it."""
+    """Block until the run reaches a finished status and return it (see `RunWatch`)."""
+    watch = RunWatch(instance, run_id)
     while True:
-        run = instance.get_run_by_id(run_id)
+        run = watch.run()
         if run is None:
             raise LookupError(f"run {run_id} not found")
         if run.is_finished:
@@ -156,18 +200,29 @@ def _root_cause(error: Any) -> str:
 def failure_messages(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     """The step and run failure messages of a run, in order."""
     messages: list[str] = []
+    engine_error: Any = None
     for record in instance.all_logs(run_id):
         event = record.dagster_event
         if event is None:
             continue
-        if event.event_type == dg.DagsterEventType.STEP_FAILURE:
+        if event.event_type == dg.DagsterEventType.ENGINE_EVENT and event.step_key is None:
+            engine_error = getattr(event.event_specific_data, "error", None) or engine_error
+        elif event.event_type == dg.DagsterEventType.STEP_FAILURE:
             data = event.step_failure_data
             if data.user_failure_data is not None and data.user_failure_data.description:
                 messages.append(f"{event.step_key}: {data.user_failure_data.description}")
             elif data.error is not None:
                 messages.append(f"{event.step_key}: {_root_cause(data.error)}")
         elif event.event_type == dg.DagsterEventType.RUN_FAILURE and not messages:
-            messages.append(record.message or "run failed")
+            # A run that failed outside any step (its worker could not write to Dagster's
+            # storage) says only "An exception was thrown during execution", or "marked as
+            # failed from outside the execution context" when the worker's own failure event
+            # was lost and only the engine event before it kept the error; the error chain ends
+            # at the driver's own words.
+            error = event.job_failure_data.error if event.event_specific_data else None
+            error = error or engine_error
+            cause = f" Cause: {_root_cause(error)}" if error is not None else ""
+            messages.append(f"{record.message or 'run failed'}{cause}")
     return messages
 
 
@@ -437,20 +492,23 @@ def follow(
     """
     current = wait_for_run(instance, run_id, poll_seconds=poll_seconds)
     undecided_since = time.monotonic()
+    waiting_for = f"run {run_id} and its automatic resume"
     while current.status.value == "FAILURE":
-        child = next(
-            (r for r in run_tree(instance, current.run_id) if r.parent_run_id == current.run_id),
-            None,
-        )
+        tree = patiently(partial(run_tree, instance, current.run_id), waiting_for=waiting_for)
+        child = next((r for r in tree if r.parent_run_id == current.run_id), None)
         if child is not None:
             current = wait_for_run(instance, child.run_id, poll_seconds=poll_seconds)
             continue
         decision = current.tags.get(WILL_RETRY_TAG)
-        if decision == "false" or not daemon_running(instance):
+        if decision == "false" or not patiently(
+            partial(daemon_running, instance), waiting_for=waiting_for
+        ):
             break
         if decision is None and time.monotonic() - undecided_since > _RETRY_DECISION_SECONDS:
             break
         time.sleep(poll_seconds)  # the daemon has not decided yet, or is creating the retry
-        refreshed = instance.get_run_by_id(current.run_id)
+        refreshed = patiently(
+            partial(instance.get_run_by_id, current.run_id), waiting_for=waiting_for
+        )
         current = refreshed if refreshed is not None else current
     return current

@@ -23,6 +23,7 @@ def test_exit_codes_are_the_documented_ones() -> None:
         "INPUT_REFUSED": 3,
         "CONFLICT": 4,
         "NOT_FOUND": 5,
+        "UNAVAILABLE": 6,
     }
 
 

@@ -10,6 +10,9 @@ runs cancel` (which must answer in seconds). Each case then asserts the exactly-
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import time
 from typing import Any
 
@@ -17,11 +20,14 @@ import dagster as dg
 import pytest
 
 from tests.support import lineups
+from tests.support.dagster_dev import AIRWAVE, wait_for
 from tests.support.standalone import (
     CHANNELS,
     airwave,
     assert_exactly_once,
+    build_keys,
     claims_held,
+    descendants,
     kill_import_mid_fan_out,
 )
 
@@ -85,3 +91,54 @@ def test_cancel_of_a_run_whose_processes_are_gone_answers_in_seconds(
     assert resumed.returncode == 0, resumed.stderr
     child = json.loads(resumed.stdout)["run_id"]
     assert_exactly_once(clean_db, [run_id, child], done, in_flight)
+
+
+def test_a_waiting_import_whose_worker_vanished_ends_in_seconds(
+    alone: dict[str, Any], clean_db: str
+) -> None:
+    """The CLI's code server and run worker die, the CLI itself lives on: nothing would ever end
+    the run (no daemon; the code server that would notice is gone), so the waiting CLI checks
+    the worker itself and marks the run FAILURE instead of waiting for good. Also the end of a
+    run worker that died while Postgres was down and could not record the run's failure."""
+    instance, env = alone["instance"], alone["env"]
+    path = lineups.write(alone["tmp"], lineups.genre_lineup(CHANNELS), "vanish.json")
+    log = alone["tmp"] / "import.log"
+    with log.open("wb") as output:
+        cli = subprocess.Popen(
+            [AIRWAVE, "import", str(path), "--wait", "--json"],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        run = wait_for(lambda: next(iter(instance.get_runs(limit=1)), None), 120, "the run")
+
+        def in_flight() -> bool:
+            assert cli.poll() is None, log.read_text(errors="replace")[-3000:]
+            done = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS)
+            started = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_START)
+            return bool(started - done)
+
+        wait_for(in_flight, 180, "builds in flight", poll=0.05)
+        for pid in descendants(cli.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        killed = time.monotonic()
+        exit_code = cli.wait(timeout=90)
+        elapsed = time.monotonic() - killed
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait(timeout=30)
+
+    output = log.read_text(errors="replace")
+    assert exit_code == 1, output[-3000:]
+    failed = instance.get_run_by_id(run.run_id)
+    assert failed.status == dg.DagsterRunStatus.FAILURE
+    assert failed.tags.get("dagster/will_retry") == "false", "a daemon must not resume it again"
+    assert "marked FAILURE by the airwave CLI" in output, output[-3000:]
+    # One health check every 10 s, after the CLI's own reads of the run.
+    assert elapsed < 60, f"the CLI took {elapsed:.0f} s to notice"

@@ -12,6 +12,7 @@ from dagster_celery.executor import CeleryExecutor
 
 from airwave_dagster import settings
 from ops.ai_lineup.job import ai_lineup
+from ops.celery_executor import CeleryStepExecutor
 from ops.lineup_import.job import IMPORT_CONCURRENCY, import_lineup
 from ops.steps import LLM_POOL, HeartbeatExecutor
 
@@ -58,6 +59,8 @@ def test_celery_when_asked_on_the_named_broker_and_queue(monkeypatch: pytest.Mon
     )
 
     assert isinstance(executor, CeleryExecutor)
+    # The subclass whose loop turns a step task that raised into the step's retry or failure.
+    assert isinstance(executor, CeleryStepExecutor)
     assert executor.broker == "pyamqp://guest:guest@127.0.0.1:5672//"
     assert executor.backend == "rpc://"
     assert executor.config_source.task_default_queue == "builds"

@@ -1,0 +1,143 @@
+"""dagster-celery's executor, with a step task that raised handled as that step's failure.
+
+dagster-celery (0.29.27) keeps the exception of a step task that raised, instead of its events,
+in `core_celery_execution_loop`'s `step_errors`; from then on every tick skips starting steps,
+retries that come due included, while the loop only ends once the plan is complete, which a
+step waiting for its retry never is. The run worker then spins in that loop (that path never
+sleeps) with its heartbeat fresh, the run stays STARTED and `airwave import --wait` waits for
+good (seen: a Postgres restart in the full suite, 6 of 8 channels built; reproduced with an
+outage of 14 s). A task raises, rather than reporting a step failure, when its worker cannot
+write to Dagster's storage: Postgres away for longer than dagster-postgres' connection retries
+(about 11 s), or, since only connecting is retried, an event write that the server's shutdown
+cut mid-statement (more likely the more loaded the machine). dagster-celery also leaves a step
+whose resources failed to initialise without any outcome, where the multiprocess executor
+retries it.
+
+Here the loop polls each task through `StepTask`, which turns a task that raised, or whose
+resources failed, into the step's retry (while its retry policy has attempts left) or its
+failure: the events the multiprocess executor emits for a step process that crashed
+(`Executor.log_failure_or_retry_event_after_error`). The failure names the worker's error down
+to its innermost cause (e.g. the `psycopg2.OperationalError` under dagster-postgres' "too many
+retries for DB connection").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import dagster as dg
+from celery.exceptions import TaskRevokedError
+from dagster._utils.error import SerializableErrorInfo
+from dagster_celery.core_execution_loop import core_celery_execution_loop
+from dagster_celery.executor import CeleryExecutor, _submit_task
+from dagster_shared.serdes import deserialize_value, serialize_value
+
+_OUTCOMES = (
+    dg.DagsterEventType.STEP_SUCCESS,
+    dg.DagsterEventType.STEP_FAILURE,
+    dg.DagsterEventType.STEP_UP_FOR_RETRY,
+)
+
+
+def innermost_error(traceback: str | None) -> str | None:
+    """The first exception line of a formatted traceback: the root of its chain.
+
+    Python prints a chain from its root (`The above exception was the direct cause…`), so the
+    first unindented line after a `Traceback` header names what actually failed, e.g. the
+    `psycopg2.OperationalError` under dagster-postgres' "too many retries".
+    """
+    header_seen = False
+    for line in (traceback or "").splitlines():
+        if line.startswith("Traceback (most recent call last)"):
+            header_seen = True
+        elif header_seen and line and not line[0].isspace():
+            return line.strip()
+    return None
+
+
+class StepTask:
+    """A submitted step as `core_celery_execution_loop` polls it: `ready()`, `get()`, `revoke()`.
+
+    The step's outcome is settled in `ready()`, which the loop calls outside its error handling:
+    if the run worker cannot record a failure or retry event (Dagster raises when a system event
+    cannot be written, e.g. Postgres is still down), that error leaves the loop and fails the
+    run, naming the cause, as the same error does under the multiprocess executor. An error in
+    `get()` would be kept in `step_errors` instead. `get()` returns the task's serialised events,
+    or the event standing in for a task that raised.
+    """
+
+    def __init__(self, result: Any, plan_context: Any, step: Any, known_state: Any) -> None:
+        self.result = result
+        self.plan_context = plan_context
+        self.step = step
+        self.known_state = known_state
+        self._events: list[str] | None = None
+        self._revoked = False
+
+    def ready(self) -> bool:
+        if self._events is None and self.result.ready():
+            self._events = self._settle()
+        return self._events is not None
+
+    def revoke(self) -> None:
+        self.result.revoke()
+
+    def get(self) -> list[str]:
+        if self._revoked:
+            return list(self.result.get())  # raises TaskRevokedError: the loop reports a cancel
+        return self._events or []
+
+    def _settle(self) -> list[str]:
+        try:
+            events = list(self.result.get())
+        except TaskRevokedError:
+            self._revoked = True
+            return []
+        except Exception as error:
+            return [serialize_value(self._failure_or_retry(self._task_error(error)))]
+        for serialised in events:
+            event = deserialize_value(serialised, dg.DagsterEvent)
+            if event.event_type in _OUTCOMES:
+                return events
+            if event.is_resource_init_failure:
+                init_error = event.engine_event_data.error
+                if init_error is not None:
+                    events.append(serialize_value(self._failure_or_retry(init_error)))
+                return events
+        return events
+
+    def _task_error(self, error: Exception) -> SerializableErrorInfo:
+        root = innermost_error(self.result.traceback)
+        return SerializableErrorInfo(
+            message=(
+                f'the celery task of step "{self.step.key}" failed on its worker, outside the '
+                f"op: {type(error).__name__}: {error}"
+            ),
+            stack=[self.result.traceback or ""],
+            cls_name=type(error).__name__,
+            cause=SerializableErrorInfo(message=root, stack=[], cls_name=None) if root else None,
+        )
+
+    def _failure_or_retry(self, error: SerializableErrorInfo) -> dg.DagsterEvent:
+        return self.plan_context.executor.log_failure_or_retry_event_after_error(
+            self.plan_context.for_step(self.step), error, self.known_state
+        )
+
+
+def _submit(
+    app: Any, plan_context: Any, step: Any, queue: str, priority: int, known_state: Any
+) -> StepTask:
+    return StepTask(
+        _submit_task(app, plan_context, step, queue, priority, known_state),
+        plan_context,
+        step,
+        known_state,
+    )
+
+
+class CeleryStepExecutor(CeleryExecutor):
+    """`CeleryExecutor` whose execution loop sees every task through `StepTask`."""
+
+    def execute(self, plan_context: Any, execution_plan: Any) -> Iterator[dg.DagsterEvent]:
+        return core_celery_execution_loop(plan_context, execution_plan, step_execution_fn=_submit)
