@@ -150,11 +150,10 @@ def run_lineup(
         approval=approval,
     )
     tags = {PROVIDER_TAG: provider, LIMIT_TAG: str(limit), APPROVAL_TAG: approval}
-    stores = environment.open_project_stores()
     try:
         started = starts.start(
             target,
-            stores.runs,
+            environment.open_run_starts(),
             job_name=AI_LINEUP_JOB,
             run_config=run_config,
             tags=tags,
@@ -180,7 +179,8 @@ def run_lineup(
     finished = launcher.follow(instance, run.run_id)
     status = finished.status.value
     report = _report(
-        stores, [r.run_id for r in launcher.run_tree(instance, run.run_id)] or [run.run_id]
+        environment.open_project_stores(),
+        [r.run_id for r in launcher.run_tree(instance, run.run_id)] or [run.run_id],
     )
     stopped = instance.get_run_by_id(finished.run_id)
     if status == "FAILURE" and stopped is not None and stopped.tags.get(AWAITING_APPROVAL_TAG):

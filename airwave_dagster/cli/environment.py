@@ -48,6 +48,7 @@ from airwave_dagster.settings import (
 )
 
 if TYPE_CHECKING:
+    from resources.run_starts import RunStarts
     from resources.stores import Stores
 
 DEFAULT_DATABASE = "airwave"
@@ -451,6 +452,13 @@ def exported_database_url(settings: Settings | None = None) -> str:
     if not configured:
         raise RuntimeError(f"{DATABASE_URL_ENV} is not set; call environment.prepare() first")
     return normalise_url(configured)
+
+
+def open_run_starts(settings: Settings | None = None) -> RunStarts:
+    """The idempotent-start slots of the project database `prepare` exported (no SQLAlchemy)."""
+    from resources.run_starts import RunStarts
+
+    return RunStarts(libpq_dsn(exported_database_url(settings)))
 
 
 def open_project_stores(settings: Settings | None = None) -> Stores:

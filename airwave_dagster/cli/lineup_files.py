@@ -120,7 +120,7 @@ def run_import(
     try:
         started = starts.start(
             target,
-            environment.open_project_stores().runs,
+            environment.open_run_starts(),
             job_name=IMPORT_LINEUP_JOB,
             run_config=run_config,
             tags=tags,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from airwave_dagster.run_tags import IDEMPOTENCY_TAG
 
 if TYPE_CHECKING:
-    from resources.stores.runs import RunStarts
+    from resources.run_starts import RunStarts
 
 FINISHED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})
 RESUMABLE = frozenset({"FAILURE", "CANCELED"})

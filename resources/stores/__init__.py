@@ -15,7 +15,6 @@ from resources.stores.channels import AirwaveStore
 from resources.stores.claims import DEFAULT_STALE_SECONDS, ChannelClaims
 from resources.stores.engine import engine_for
 from resources.stores.maintenance import MaintenanceStore
-from resources.stores.runs import RunStarts
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,6 @@ class Stores:
     claims: ChannelClaims
     ai: AiStore
     maintenance: MaintenanceStore
-    runs: RunStarts
     approvals: ApprovalStore
 
 
@@ -46,6 +44,5 @@ def open_stores(url: str, *, claim_stale_after: timedelta | None = None) -> Stor
         ),
         ai=AiStore(engine),
         maintenance=MaintenanceStore(channels),
-        runs=RunStarts(engine),
         approvals=ApprovalStore(engine),
     )

@@ -218,7 +218,7 @@ def _modules_loaded(importtime_stderr: str) -> set[str]:
 
 def test_starts_through_the_webserver_load_no_dagster(fresh: Dev, tmp_path: Path) -> None:
     """With `airwave dev` up, a start and a repeated start answer over GraphQL: neither loads
-    Dagster, dagster-graphql or Alembic (that is what makes them answer at once)."""
+    Dagster, dagster-graphql, Alembic or SQLAlchemy (that is what makes them answer at once)."""
     path = lineups.write(tmp_path, lineups.genre_lineup(1, first_number=520), "fast.json")
     command = [sys.executable, "-X", "importtime", AIRWAVE, "import", str(path), "--dry-run"]
     answers = [
@@ -229,7 +229,11 @@ def test_starts_through_the_webserver_load_no_dagster(fresh: Dev, tmp_path: Path
         assert answer.returncode == 0, answer.stderr[-2000:]
         loaded = _modules_loaded(answer.stderr)
         assert "airwave_dagster.cli.starts" in loaded  # the parse sees the CLI's own modules
-        heavy = {m for m in loaded if m.split(".")[0] in ("dagster", "dagster_graphql", "alembic")}
+        heavy = {
+            m
+            for m in loaded
+            if m.split(".")[0] in ("dagster", "dagster_graphql", "alembic", "sqlalchemy")
+        }
         assert not heavy, sorted(heavy)[:10]
     first, again = (answer.stdout.split() for answer in answers)
     assert first[:2] == ["started", "run"] and again[:2] == ["existing", "run"], (first, again)
