@@ -31,7 +31,7 @@ from ops.lineup_import.job import IMPORT_CONCURRENCY
 from resources.io_manager import stored_report
 from tests.support import lineups
 from tests.support.celery_workers import REDIS_URL, require_broker, start_workers, unique_queue
-from tests.support.dagster_dev import AIRWAVE, STALE_SECONDS, Dev, serving, wait_for
+from tests.support.dagster_dev import STALE_SECONDS, Dev, serving, wait_for
 from tests.support.load import Sampler
 from tests.support.own_postgres import OwnPostgres
 from tests.support.schemas import fresh_schema
@@ -41,6 +41,7 @@ from tests.support.standalone import (
     assert_exactly_once,
     build_keys,
     claims_held,
+    start_waiting_import,
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
@@ -60,7 +61,7 @@ dagster-postgres' connection retries (about 11 s), so a build's three attempts (
 then 3 s apart) and the run worker's own events all fail while the cluster is down."""
 CLI_BOUND_SECONDS = 300
 """The import must end this soon after the restart (step retries back off 1 s, then 3 s)."""
-CAUSE = re.compile(r"connection to server|DB connection")
+CAUSE = re.compile(r"connection to server|DB connection|server closed the connection")
 """What a failure caused by the outage must say: the driver's words, or dagster-postgres'."""
 FAILED = {dg.DagsterEventType.STEP_FAILURE}
 SLOW_START_SCHEMA = "dagster_slow_start"
@@ -300,17 +301,8 @@ def _import_until_builds_in_flight(
     faults: dict[str, Any],
 ) -> tuple[subprocess.Popen[bytes], str, Path, set[int], set[int]]:
     """Start `airwave import --wait` on the test's cluster; return once builds are in flight."""
-    instance, env = faults["instance"], faults["env"]
-    path = lineups.write(faults["tmp"], lineups.genre_lineup(CHANNELS), "faults.json")
-    log = faults["tmp"] / "import.log"
-    with log.open("wb") as output:
-        cli = subprocess.Popen(
-            [AIRWAVE, "import", str(path), "--wait", "--json"],
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    instance = faults["instance"]
+    cli, _, log = start_waiting_import(faults["env"], faults["tmp"], "faults.json")
     run = wait_for(lambda: next(iter(instance.get_runs(limit=1)), None), 180, "the import's run")
 
     def in_flight() -> bool:

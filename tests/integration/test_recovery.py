@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from typing import Any
 
@@ -20,7 +19,7 @@ import dagster as dg
 import pytest
 
 from tests.support import lineups
-from tests.support.dagster_dev import AIRWAVE, wait_for
+from tests.support.dagster_dev import wait_for
 from tests.support.standalone import (
     CHANNELS,
     airwave,
@@ -29,6 +28,7 @@ from tests.support.standalone import (
     claims_held,
     descendants,
     kill_import_mid_fan_out,
+    start_waiting_import,
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
@@ -100,17 +100,8 @@ def test_a_waiting_import_whose_worker_vanished_ends_in_seconds(
     the run (no daemon; the code server that would notice is gone), so the waiting CLI checks
     the worker itself and marks the run FAILURE instead of waiting for good. Also the end of a
     run worker that died while Postgres was down and could not record the run's failure."""
-    instance, env = alone["instance"], alone["env"]
-    path = lineups.write(alone["tmp"], lineups.genre_lineup(CHANNELS), "vanish.json")
-    log = alone["tmp"] / "import.log"
-    with log.open("wb") as output:
-        cli = subprocess.Popen(
-            [AIRWAVE, "import", str(path), "--wait", "--json"],
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    instance = alone["instance"]
+    cli, _, log = start_waiting_import(alone["env"], alone["tmp"], "vanish.json")
     try:
         run = wait_for(lambda: next(iter(instance.get_runs(limit=1)), None), 120, "the run")
 

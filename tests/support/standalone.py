@@ -117,23 +117,34 @@ def claim_ledger(database_url: str, run_ids: list[str]) -> Counter[int]:
         engine.dispose()
 
 
+def start_waiting_import(
+    env: dict[str, str], tmp: Path, name: str
+) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """`airwave import FILE --wait --json` of the 8-channel lineup, in a session of its own.
+
+    Returns the process (its output goes to `<tmp>/import.log`), the lineup file and the log.
+    """
+    path = lineups.write(tmp, lineups.genre_lineup(CHANNELS), name)
+    log = tmp / "import.log"
+    with log.open("wb") as output:
+        cli = subprocess.Popen(
+            [AIRWAVE, "import", str(path), "--wait", "--json"],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return cli, path, log
+
+
 def kill_import_mid_fan_out(alone: dict[str, Any]) -> tuple[str, Path, set[int], set[int]]:
     """Start `airwave import --wait`, SIGKILL all of it mid fan-out.
 
     Returns the run id, the lineup file, the channel numbers whose build had succeeded and those
     in flight at the kill.
     """
-    instance, env = alone["instance"], alone["env"]
-    path = lineups.write(alone["tmp"], lineups.genre_lineup(CHANNELS), "alone.json")
-    log = alone["tmp"] / "import.log"
-    with log.open("wb") as output:
-        cli = subprocess.Popen(
-            [AIRWAVE, "import", str(path), "--wait"],
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    instance = alone["instance"]
+    cli, path, log = start_waiting_import(alone["env"], alone["tmp"], "alone.json")
     try:
         run = wait_for(
             lambda: next(iter(instance.get_runs(limit=1)), None), 120, "the import's run"
@@ -185,7 +196,7 @@ def assert_exactly_once(
     assert [row.number for row in channels] == planned, "every planned channel exactly once"
     assert all(row.enabled for row in channels)
     assert all(row.claim_run_id is None for row in channels), "no claim left behind"
-    assert sorted(work) == planned
+    assert sorted(work) == planned, (dict(work), run_ids)
     repeated = {number: count - 1 for number, count in work.items() if count > 1}
     assert not set(repeated) & done, f"a build that had finished ran again: {repeated}"
     assert set(repeated) <= in_flight, repeated
