@@ -180,9 +180,19 @@ def kill_import_mid_fan_out(alone: dict[str, Any]) -> tuple[str, Path, set[int],
 
 
 def assert_exactly_once(
-    database_url: str, run_ids: list[str], done: set[int], in_flight: set[int]
+    database_url: str,
+    run_ids: list[str],
+    done: set[int],
+    in_flight: set[int],
+    *,
+    ledger_complete: bool = True,
 ) -> dict[str, int]:
-    """Every planned channel once, enabled, unclaimed; work repeated only where it was killed."""
+    """Every planned channel once, enabled, unclaimed; work repeated only where it was killed.
+
+    `ledger_complete=False` where Postgres itself went away: claim rows are trace rows, written
+    best effort (`AirwaveStore.record_trace`), so an outage can swallow one while the build goes
+    on; the ledger then proves no repeat, not that every build was recorded.
+    """
     planned = sorted(c["number"] for c in lineups.genre_lineup(CHANNELS)["channels"])
     engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
     try:
@@ -196,7 +206,10 @@ def assert_exactly_once(
     assert [row.number for row in channels] == planned, "every planned channel exactly once"
     assert all(row.enabled for row in channels)
     assert all(row.claim_run_id is None for row in channels), "no claim left behind"
-    assert sorted(work) == planned, (dict(work), run_ids)
+    if ledger_complete:
+        assert sorted(work) == planned, (dict(work), run_ids)
+    else:
+        assert set(work) <= set(planned), (dict(work), run_ids)
     repeated = {number: count - 1 for number, count in work.items() if count > 1}
     assert not set(repeated) & done, f"a build that had finished ran again: {repeated}"
     assert set(repeated) <= in_flight, repeated
