@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from airwave_dagster import settings
-from airwave_dagster.cli import environment
+from tests.support.homes import user_env
 from tests.support.schemas import fresh_schema
 
 CLI_SCHEMA = "dagster_cli"
@@ -30,14 +28,6 @@ def cli_env(store, plex_emulator, cli_dagster_url: str, tmp_path: Path) -> dict[
 
     No model key: the tests that want the anthropic provider add the stub's.
     """
-    dagster_home = tmp_path / "dagster_home"
-    dagster_home.mkdir()
-    shutil.copyfile(environment.project_root() / "dagster.yaml", dagster_home / "dagster.yaml")
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(dagster_home),
-        "AIRWAVE_HOME": str(tmp_path / "home"),
-        settings.DAGSTER_PG_URL_ENV: cli_dagster_url,
-    }
+    env = user_env(tmp_path, **{settings.DAGSTER_PG_URL_ENV: cli_dagster_url})
     env.pop(settings.API_KEY_ENV, None)
     return env

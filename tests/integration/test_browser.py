@@ -24,6 +24,7 @@ from airwave_dagster.run_tags import LINEUP_TAG
 from tests.support import lineups
 from tests.support.browser import UI
 from tests.support.dagster_dev import Dev, wait_for
+from tests.support.homes import query
 
 pytestmark = [
     pytest.mark.postgres,
@@ -59,15 +60,8 @@ def _wait_run_event(ui: UI, event: str) -> None:
 
 
 def _channels(database_url: str) -> list[int]:
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            numbers = conn.execute(
-                sa.text("SELECT number FROM airwave.channel WHERE enabled ORDER BY number")
-            ).scalars()
-            return list(numbers)
-    finally:
-        engine.dispose()
+    rows = query(database_url, "SELECT number FROM airwave.channel WHERE enabled ORDER BY number")
+    return [row.number for row in rows]
 
 
 def test_launchpad_dry_run_shows_the_outcome_table(ui: UI, fresh: Dev, tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ from typing import Any
 
 import dagster as dg
 import pytest
-import sqlalchemy as sa
 
 from airwave_dagster import settings
 from tests.fakes.scripted_model import GENRES, ScriptedModel, calls_by_channel, small_plan
@@ -28,6 +27,7 @@ from tests.support.celery_workers import (
     unique_queue,
 )
 from tests.support.dagster_dev import AIRWAVE, wait_for
+from tests.support.homes import query
 from tests.support.standalone import (
     CHANNELS,
     airwave,
@@ -220,12 +220,7 @@ def test_ai_lineup_with_a_worker_killed_mid_build_pays_no_finished_build_twice(
 
 def _channel_names(database_url: str) -> dict[int, str]:
     """Enabled channels by number (each number once: it is the table's unique key)."""
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(
-                sa.text("SELECT number, name FROM airwave.channel WHERE enabled ORDER BY number")
-            ).all()
-    finally:
-        engine.dispose()
+    rows = query(
+        database_url, "SELECT number, name FROM airwave.channel WHERE enabled ORDER BY number"
+    )
     return {row.number: row.name for row in rows}

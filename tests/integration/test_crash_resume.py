@@ -12,17 +12,17 @@ import json
 import logging
 import os
 import signal
-from collections import Counter
 from typing import Any
 
 import dagster as dg
 import pytest
-import sqlalchemy as sa
 
 from airwave_dagster.cli import launcher
 from airwave_dagster.durability.run_launcher import worker_pid
 from tests.support import lineups
 from tests.support.dagster_dev import REEXECUTE, Dev, wait_for
+from tests.support.homes import query
+from tests.support.standalone import claim_ledger
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 
@@ -70,22 +70,10 @@ def _assert_complete(dev: Dev, database_url: str, root_run_id: str, *, killed: i
     run_ids = [r.run_id for r in tree]
     final = max(tree, key=lambda r: dev.instance.get_run_record_by_id(r.run_id).create_timestamp)
     assert final.status == dg.DagsterRunStatus.SUCCESS, [(r.run_id, r.status) for r in tree]
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            channels = conn.execute(
-                sa.text("SELECT number, enabled, claim_run_id FROM airwave.channel ORDER BY number")
-            ).all()
-            claims = conn.execute(
-                sa.text(
-                    "SELECT channel_number FROM airwave.import_trace "
-                    "WHERE run_id = ANY(:ids) AND phase = 'claim'"
-                ),
-                {"ids": run_ids},
-            ).scalars()
-            work = Counter(claims)
-    finally:
-        engine.dispose()
+    channels = query(
+        database_url, "SELECT number, enabled, claim_run_id FROM airwave.channel ORDER BY number"
+    )
+    work = claim_ledger(database_url, run_ids)
     planned = sorted(c["number"] for c in _lineup()["channels"])
     assert [row.number for row in channels] == planned, "every planned channel exactly once"
     assert all(row.enabled for row in channels)

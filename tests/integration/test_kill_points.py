@@ -26,7 +26,6 @@ from typing import Any
 
 import dagster as dg
 import pytest
-import sqlalchemy as sa
 
 from airwave_dagster import failpoints, settings
 from airwave_dagster.cli import launcher
@@ -37,6 +36,7 @@ from tests.fakes.scripted_model import ScriptedModel, calls_by_channel, is_plann
 from tests.support import lineups
 from tests.support.ai import lineup_config
 from tests.support.dagster_dev import Dev, wait_for
+from tests.support.homes import query
 from tests.support.standalone import build_keys, channel_number, claim_ledger
 
 pytestmark = [
@@ -86,21 +86,15 @@ def _assert_fired(directory: Path, kills: dict[int, tuple[str, int]], run_worker
 
 def _channels(database_url: str) -> dict[int, Any]:
     """Each channel row with its definition and schedule counts, by number."""
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(
-                sa.text(
-                    "SELECT c.number, c.enabled, c.claim_run_id, "
-                    "(SELECT count(*) FROM airwave.channel_definition d "
-                    " WHERE d.channel_id = c.id) AS definitions, "
-                    "(SELECT count(*) FROM airwave.schedule_item s "
-                    " WHERE s.channel_id = c.id) AS slots "
-                    "FROM airwave.channel c ORDER BY c.number"
-                )
-            ).all()
-    finally:
-        engine.dispose()
+    rows = query(
+        database_url,
+        "SELECT c.number, c.enabled, c.claim_run_id, "
+        "(SELECT count(*) FROM airwave.channel_definition d "
+        " WHERE d.channel_id = c.id) AS definitions, "
+        "(SELECT count(*) FROM airwave.schedule_item s "
+        " WHERE s.channel_id = c.id) AS slots "
+        "FROM airwave.channel c ORDER BY c.number",
+    )
     return {row.number: row for row in rows}
 
 

@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -32,6 +31,7 @@ from resources.io_manager import stored_report
 from tests.support import lineups
 from tests.support.celery_workers import REDIS_URL, require_broker, start_workers, unique_queue
 from tests.support.dagster_dev import STALE_SECONDS, Dev, serving, wait_for
+from tests.support.homes import dagster_home, user_env
 from tests.support.load import Sampler
 from tests.support.own_postgres import OwnPostgres
 from tests.support.schemas import fresh_schema
@@ -248,26 +248,24 @@ def faults_env(
     own_postgres: OwnPostgres, slow_plex: Any, tmp_path: Path
 ) -> Iterator[dict[str, Any]]:
     """A user's `airwave import` environment whose only database is the test's own cluster."""
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(home),
-        "AIRWAVE_HOME": str(tmp_path / "home"),
-        settings.DATABASE_URL_ENV: own_postgres.url,
-        settings.DAGSTER_PG_URL_ENV: environment.with_search_path(
-            own_postgres.url, environment.DAGSTER_SCHEMA
-        ),
-        settings.PLEX_URL_ENV: slow_plex.url,
-        settings.PLEX_TOKEN_ENV: slow_plex.token,
-        "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
-    }
+    env = user_env(
+        tmp_path,
+        **{
+            settings.DATABASE_URL_ENV: own_postgres.url,
+            settings.DAGSTER_PG_URL_ENV: environment.with_search_path(
+                own_postgres.url, environment.DAGSTER_SCHEMA
+            ),
+            settings.PLEX_URL_ENV: slow_plex.url,
+            settings.PLEX_TOKEN_ENV: slow_plex.token,
+            "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
+        },
+    )
+    home = env["DAGSTER_HOME"]
     previous = os.environ.get(settings.DAGSTER_PG_URL_ENV)
     # The instance reads its storage URL from the environment when it is built.
     os.environ[settings.DAGSTER_PG_URL_ENV] = env[settings.DAGSTER_PG_URL_ENV]
     try:
-        instance = dg.DagsterInstance.from_config(str(home))
+        instance = dg.DagsterInstance.from_config(home)
     finally:
         if previous is None:
             del os.environ[settings.DAGSTER_PG_URL_ENV]
@@ -275,7 +273,7 @@ def faults_env(
             os.environ[settings.DAGSTER_PG_URL_ENV] = previous
     yield {"env": env, "instance": instance, "tmp": tmp_path, "pg": own_postgres}
     instance.dispose()
-    _kill_left_behind(str(home))
+    _kill_left_behind(home)
 
 
 def _kill_left_behind(dagster_home: str) -> None:
@@ -461,9 +459,7 @@ def _restart_mid_run_and_check(
 @contextmanager
 def _dev_server(env: dict[str, str], workdir: Path) -> Iterator[Dev]:
     """An `airwave dev` of the test's own, on `env` (which names its own Dagster schema)."""
-    home = Path(env["DAGSTER_HOME"])
-    home.mkdir(parents=True)
-    shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
+    home = dagster_home(Path(env["DAGSTER_HOME"]))
     with serving(env, home, workdir, load_seconds=240) as running:
         yield running
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -30,7 +29,7 @@ import pytest
 import sqlalchemy as sa
 
 from airwave_dagster import settings
-from airwave_dagster.cli import environment
+from tests.support.homes import user_env
 
 AIRWAVE = str(Path(sys.executable).parent / "airwave")
 STALE_SECONDS = "6"
@@ -230,21 +229,18 @@ def dev(
     """`airwave dev` on a free port, its instance shared with the test process."""
 
     workdir = tmp_path_factory.mktemp("dev")
-    home = workdir / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(home),
-        "AIRWAVE_HOME": str(workdir / "home"),
-        settings.PLEX_URL_ENV: slow_plex.url,
-        settings.PLEX_TOKEN_ENV: slow_plex.token,
-        "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
-        "AIRWAVE_INBOX": str(workdir / "inbox"),
-        # Armed only by tests/integration/test_kill_points.py; while empty, nothing fires.
-        settings.FAILPOINTS_DIR_ENV: str(workdir / "failpoints"),
-    }
-    with serving(env, home, workdir, load_seconds=180) as running:
+    env = user_env(
+        workdir,
+        **{
+            settings.PLEX_URL_ENV: slow_plex.url,
+            settings.PLEX_TOKEN_ENV: slow_plex.token,
+            "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
+            "AIRWAVE_INBOX": str(workdir / "inbox"),
+            # Armed only by tests/integration/test_kill_points.py; while empty, nothing fires.
+            settings.FAILPOINTS_DIR_ENV: str(workdir / "failpoints"),
+        },
+    )
+    with serving(env, Path(env["DAGSTER_HOME"]), workdir, load_seconds=180) as running:
         _pause_background_automation(running)
         yield running
 

@@ -8,7 +8,6 @@ run through its queue and its own, still living, code server.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -19,12 +18,12 @@ from typing import Any
 
 import dagster as dg
 import pytest
-import sqlalchemy as sa
 
 from airwave_dagster import settings
 from airwave_dagster.cli import environment, launcher
 from tests.support import lineups
 from tests.support.dagster_dev import AIRWAVE, STALE_SECONDS, wait_for
+from tests.support.homes import query, user_env
 from tests.support.schemas import fresh_schema
 
 CHANNELS = 8
@@ -37,21 +36,18 @@ def alone(
 ) -> Iterator[dict[str, Any]]:
     """The environment of a user running the CLI with no daemon, and an instance on it."""
     fresh_schema(clean_db, SCHEMA)  # runs of earlier tests would answer its idempotency keys
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(environment.project_root() / "dagster.yaml", home / "dagster.yaml")
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(home),
-        "AIRWAVE_HOME": str(tmp_path / "home"),
-        settings.DAGSTER_PG_URL_ENV: environment.with_search_path(clean_db, SCHEMA),
-        settings.PLEX_URL_ENV: slow_plex.url,
-        settings.PLEX_TOKEN_ENV: slow_plex.token,
-        "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
-    }
+    env = user_env(
+        tmp_path,
+        **{
+            settings.DAGSTER_PG_URL_ENV: environment.with_search_path(clean_db, SCHEMA),
+            settings.PLEX_URL_ENV: slow_plex.url,
+            settings.PLEX_TOKEN_ENV: slow_plex.token,
+            "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
+        },
+    )
     for name in ("DAGSTER_HOME", "AIRWAVE_HOME", settings.DAGSTER_PG_URL_ENV):
         monkeypatch.setenv(name, env[name])
-    instance = dg.DagsterInstance.from_config(str(home))
+    instance = dg.DagsterInstance.from_config(env["DAGSTER_HOME"])
     assert not launcher.daemon_running(instance), "a daemon serves this test's private storage"
     yield {"env": env, "instance": instance, "tmp": tmp_path}
     instance.dispose()
@@ -101,20 +97,13 @@ def channel_number(step_key: str) -> int:
 
 def claim_ledger(database_url: str, run_ids: list[str]) -> Counter[int]:
     """Attempts per channel that started its expensive part (the importer's claim rows)."""
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            return Counter(
-                conn.execute(
-                    sa.text(
-                        "SELECT channel_number FROM airwave.import_trace "
-                        "WHERE run_id = ANY(:ids) AND phase = 'claim'"
-                    ),
-                    {"ids": run_ids},
-                ).scalars()
-            )
-    finally:
-        engine.dispose()
+    rows = query(
+        database_url,
+        "SELECT channel_number FROM airwave.import_trace "
+        "WHERE run_id = ANY(:ids) AND phase = 'claim'",
+        {"ids": run_ids},
+    )
+    return Counter(row.channel_number for row in rows)
 
 
 def start_waiting_import(
@@ -194,14 +183,9 @@ def assert_exactly_once(
     on; the ledger then proves no repeat, not that every build was recorded.
     """
     planned = sorted(c["number"] for c in lineups.genre_lineup(CHANNELS)["channels"])
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            channels = conn.execute(
-                sa.text("SELECT number, enabled, claim_run_id FROM airwave.channel ORDER BY number")
-            ).all()
-    finally:
-        engine.dispose()
+    channels = query(
+        database_url, "SELECT number, enabled, claim_run_id FROM airwave.channel ORDER BY number"
+    )
     work = claim_ledger(database_url, run_ids)
     assert [row.number for row in channels] == planned, "every planned channel exactly once"
     assert all(row.enabled for row in channels)
@@ -217,14 +201,10 @@ def assert_exactly_once(
 
 
 def claims_held(database_url: str, run_id: str) -> int:
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            return int(
-                conn.execute(
-                    sa.text("SELECT count(*) FROM airwave.channel WHERE claim_run_id = :run"),
-                    {"run": run_id},
-                ).scalar_one()
-            )
-    finally:
-        engine.dispose()
+    """Channel rows still claimed by `run_id`."""
+    rows = query(
+        database_url,
+        "SELECT count(*) AS n FROM airwave.channel WHERE claim_run_id = :run",
+        {"run": run_id},
+    )
+    return int(rows[0].n)
