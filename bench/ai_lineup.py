@@ -95,8 +95,9 @@ def ai_lineup_section(instance: dg.DagsterInstance, db_url: str) -> str:
     with engine.begin() as conn:
         conn.execute(
             sa.text(
-                "TRUNCATE airwave.channel, airwave.channel_package, airwave.schedule_item, "
-                "airwave.ai_lineup_trace, airwave.ai_spend, airwave.ai_budget CASCADE"
+                "TRUNCATE public.channel, public.channel_package, public.schedule_item, "
+                "public.ai_lineup_trace, airwave_dagster.ai_spend, airwave_dagster.ai_budget "
+                "CASCADE"
             )
         )
     plan = _plan(CHANNELS)
@@ -126,15 +127,16 @@ def ai_lineup_section(instance: dg.DagsterInstance, db_url: str) -> str:
             float(d)
             for d in conn.execute(
                 sa.text(
-                    "SELECT extract(epoch FROM finished_at - started_at) "
-                    "FROM airwave.ai_lineup_trace WHERE run_id = :r AND phase = 'build'"
+                    'SELECT extract(epoch FROM "finishedAt" - "startedAt") '
+                    """FROM public.ai_lineup_trace WHERE "runId" = :r AND phase = 'build'"""
                 ),
                 {"r": run_id},
             ).scalars()
         ]
         report = conn.execute(
             sa.text(
-                "SELECT output FROM airwave.ai_lineup_trace WHERE run_id = :r AND phase = 'report'"
+                "SELECT output FROM public.ai_lineup_trace "
+                """WHERE "runId" = :r AND phase = 'report'"""
             ),
             {"r": run_id},
         ).scalar_one()

@@ -91,7 +91,7 @@ def generation_rows() -> list[str]:
 
 def _reset(db_url: str) -> None:
     engine = sa.create_engine(db_url, poolclass=sa.pool.NullPool)
-    names = ", ".join(f"airwave.{table.name}" for table in t.metadata.sorted_tables)
+    names = ", ".join(f'{table.schema}."{table.name}"' for table in t.metadata.sorted_tables)
     with engine.begin() as conn:
         conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
     engine.dispose()
@@ -163,8 +163,10 @@ def _extend_all(db_url: str, threads: int) -> dict[str, float]:
         rows = conn.execute(sa.select(sa.func.count()).select_from(t.schedule_item)).scalar_one()
         runway = conn.execute(
             sa.text(
-                "SELECT min(tail) FROM (SELECT max(starts_at + duration_seconds * interval '1 s') "
-                "AS tail FROM airwave.schedule_item GROUP BY channel_id) AS t"
+                # Airwave's columns hold the UTC wall clock: AT TIME ZONE makes it an instant.
+                "SELECT min(tail) AT TIME ZONE 'UTC' FROM (SELECT "
+                'max("startsAt" + "durationSeconds" * interval \'1 s\') AS tail '
+                'FROM public.schedule_item GROUP BY "channelId") AS t'
             )
         ).scalar_one()
     added = rows - EXTEND_CHANNELS

@@ -106,8 +106,8 @@ def _reset_database(url: str) -> None:
     with engine.begin() as conn:
         conn.execute(
             sa.text(
-                "TRUNCATE airwave.channel, airwave.channel_package, airwave.schedule_item, "
-                "airwave.media_item, airwave.import_trace, airwave.step_output CASCADE"
+                "TRUNCATE public.channel, public.channel_package, public.schedule_item, "
+                "public.media_item, public.import_trace, airwave_dagster.step_output CASCADE"
             )
         )
     engine.dispose()
@@ -135,14 +135,14 @@ def _run_import(
     with engine.connect() as conn:
         builds = conn.execute(
             sa.text(
-                "SELECT extract(epoch FROM finished_at - started_at) FROM airwave.import_trace "
-                "WHERE run_id = :r AND step_name = 'buildChannel'"
+                'SELECT extract(epoch FROM "finishedAt" - "startedAt") FROM public.import_trace '
+                """WHERE "runId" = :r AND "stepName" = 'buildChannel'"""
             ),
             {"r": run_id},
         ).scalars()
         durations = sorted(float(d) for d in builds)
-        created = conn.execute(sa.text("SELECT count(*) FROM airwave.channel")).scalar_one()
-        rows = conn.execute(sa.text("SELECT count(*) FROM airwave.schedule_item")).scalar_one()
+        created = conn.execute(sa.text("SELECT count(*) FROM public.channel")).scalar_one()
+        rows = conn.execute(sa.text("SELECT count(*) FROM public.schedule_item")).scalar_one()
     engine.dispose()
     return {
         "run_id": run_id,

@@ -36,10 +36,10 @@ from airwave_dagster.domain.library import MediaItem, MediaType
 from airwave_dagster.domain.lineup_file import Ordering
 from airwave_dagster.domain.schedule import (
     INITIAL_WINDOW_SECONDS,
+    BumperPlan,
     ScheduleBuild,
     build_schedule,
     channel_seed,
-    resolve_bumper_plan,
 )
 from resources import tables as t
 from resources.plex import PlexClient
@@ -52,12 +52,13 @@ logger = logging.getLogger(__name__)
 
 def library_sizes(store: AirwaveStore, source_id: str) -> dict[str, int]:
     """Available playable items per media type of a source's snapshot (`movie`, `show`)."""
-    m = t.media_item.c
+    li = t.library_item.c
+    kind = li.item["type"].astext
     with store.engine.connect() as conn:
         rows = conn.execute(
-            sa.select(m.type, sa.func.count())
-            .where(m.media_source_id == source_id, m.available.is_(True))
-            .group_by(m.type)
+            sa.select(kind, sa.func.count())
+            .where(li.media_source_id == source_id, li.available.is_(True))
+            .group_by(kind)
         ).all()
     counts = {row[0]: int(row[1]) for row in rows}
     return {"movie": counts.get("movie", 0), "show": counts.get("episode", 0)}
@@ -146,7 +147,9 @@ class PlexChannelToolbox:
         """Write the verified definitions, the first 12 h and enable the row: one transaction."""
         items = self._resolve(envelope, exclude)
         seed = channel_seed(self.channel_id)
-        build = self._first_window(items, seed)
+        bumpers = self.store.bumper_settings()
+        # AI channels keep the row's default bumper mode (INHERIT), as Airwave's builder does.
+        build = self._first_window(items, seed, bumpers.plan_for("INHERIT"))
         failpoints.reach(failpoints.BUILD_BEFORE_COMMIT, key=self.number)
         with self.store.transaction() as conn:
             self.ai_store.write_definitions(
@@ -159,6 +162,7 @@ class PlexChannelToolbox:
                     shuffle_seed=seed,
                     build=build,
                     pool=items,
+                    bumper_rev=bumpers.rev,
                     conn=conn,
                 )
             self.claims.commit(conn, self.channel_id, self.claimant, enabled=True)
@@ -191,7 +195,9 @@ class PlexChannelToolbox:
                 raise ToolError(f"the filter cannot be resolved: {error}") from None
         return self._pools[key]
 
-    def _first_window(self, pool: list[MediaItem], seed: int) -> ScheduleBuild | None:
+    def _first_window(
+        self, pool: list[MediaItem], seed: int, bumpers: BumperPlan | None
+    ) -> ScheduleBuild | None:
         """The initial 12-hour window, or None (logged) when it cannot be computed."""
         try:
             return build_schedule(
@@ -200,7 +206,7 @@ class PlexChannelToolbox:
                 channel_seed=seed,
                 start_at=self.now(),
                 window_seconds=INITIAL_WINDOW_SECONDS,
-                bumpers=resolve_bumper_plan("INHERIT", enabled=True),
+                bumpers=bumpers,
             )
         except Exception as error:
             self.schedule_error = f"{type(error).__name__}: {error}"

@@ -1,4 +1,4 @@
-"""Idempotent run starts: one `airwave.run_start` row per idempotency key, naming its run.
+"""Idempotent run starts: one `airwave_dagster.run_start` row per idempotency key, naming its run.
 
 Plain DB-API SQL over psycopg2, not SQLAlchemy like the stores: this is the only database work of
 `airwave import` / `airwave lineup` when a webserver takes the run, and importing SQLAlchemy
@@ -17,9 +17,9 @@ from typing import Any
 import psycopg2
 
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
-_RECORDED = "SELECT run_id FROM airwave.run_start WHERE idempotency_key = %s"
+_RECORDED = "SELECT run_id FROM airwave_dagster.run_start WHERE idempotency_key = %s"
 _RECORD = (
-    "INSERT INTO airwave.run_start (idempotency_key, job_name, run_id) VALUES (%s, %s, %s) "
+    "INSERT INTO airwave_dagster.run_start (idempotency_key, job_name, run_id) VALUES (%s, %s, %s) "
     "ON CONFLICT (idempotency_key) DO UPDATE "
     "SET run_id = EXCLUDED.run_id, job_name = EXCLUDED.job_name, created_at = now()"
 )
@@ -44,7 +44,7 @@ class RunStartSlot:
 
 
 class RunStarts:
-    """Repository of `airwave.run_start`: which run an idempotency key started.
+    """Repository of `airwave_dagster.run_start`: which run an idempotency key started.
 
     Args:
         dsn: libpq connection string or URL of the project database (no `+driver` suffix).

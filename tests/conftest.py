@@ -46,20 +46,29 @@ def _server_url() -> str:
 
 
 @pytest.fixture(scope="session")
-def database_url() -> Iterator[str]:
+def server_url() -> str:
+    """The test PostgreSQL server, for tests that make databases of their own on it."""
+    return _server_url()
+
+
+@pytest.fixture(scope="session")
+def database_url(server_url: str) -> Iterator[str]:
     """A migrated test database, recreated once per session.
 
     Tests get their own database (`airwave_test`) on the configured server so a developer's demo
     data is never touched. Dropping the schemas once per session makes every run start from the
     migrations, as a fresh install does; per-test isolation comes from truncation (`clean_db`).
     """
-    url = environment.ensure_database(_server_url(), TEST_DATABASE)
+    url = environment.ensure_database(server_url, TEST_DATABASE)
     conn = psycopg2.connect(environment.libpq_dsn(url))
     try:
         conn.autocommit = True
         with conn.cursor() as cur:
-            cur.execute("DROP SCHEMA IF EXISTS airwave CASCADE")
-            cur.execute("DROP SCHEMA IF EXISTS dagster CASCADE")
+            for schema in ("airwave", "airwave_dagster", "dagster"):
+                cur.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            # Airwave's tables and enum types live in `public` (standalone mode's layout).
+            cur.execute("DROP SCHEMA IF EXISTS public CASCADE")
+            cur.execute("CREATE SCHEMA public")
     finally:
         conn.close()
     environment.ensure_schemas(url)
@@ -75,11 +84,11 @@ def database_url() -> Iterator[str]:
 
 @pytest.fixture
 def clean_db(database_url: str) -> Iterator[str]:
-    """The test database with every `airwave` table emptied before the test."""
+    """The test database with every table of the project's (Airwave's and private) emptied."""
     from resources import tables
 
     engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    names = ", ".join(f"airwave.{table.name}" for table in tables.metadata.sorted_tables)
+    names = ", ".join(f'{table.schema}."{table.name}"' for table in tables.metadata.sorted_tables)
     with engine.begin() as conn:
         conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
     engine.dispose()

@@ -53,7 +53,8 @@ if TYPE_CHECKING:
 
 DEFAULT_DATABASE = "airwave"
 DAGSTER_SCHEMA = "dagster"
-APP_SCHEMA = "airwave"
+APP_SCHEMA = "airwave_dagster"
+"""The project's private schema (`resources.tables.SCHEMA`); Airwave's tables are in `public`."""
 
 # Long enough for a cold private-cluster initdb on a loaded machine, short enough to report a
 # wedged lock holder instead of hanging forever.
@@ -230,7 +231,7 @@ def ensure_database(server_url: str, database: str) -> str:
 
 
 def ensure_schemas(database_url: str) -> None:
-    """Create the `dagster` and `airwave` schemas (idempotent, safe under concurrency)."""
+    """Create the `dagster` and `airwave_dagster` schemas (idempotent, safe under concurrency)."""
     conn = psycopg2.connect(libpq_dsn(database_url))
     try:
         conn.autocommit = True

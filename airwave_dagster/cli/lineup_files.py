@@ -38,7 +38,7 @@ def _progress(stores: Stores, run_ids: list[str]) -> console.Snapshot:
     for run_id in run_ids:
         for row in stores.channels.traces(run_id):
             if row["phase"] == "plan" and row["output"]:
-                total = row["output"]["counts"]["to_create"]
+                total = row["output"]["counts"]["toCreate"]
             elif row["phase"] == "channel" and row["step_name"] == "buildChannel":
                 # Every failed attempt is traced; a channel counts as failed only until a later
                 # attempt builds it.

@@ -60,3 +60,12 @@ class MediaItem(BaseModel):
     season: int | None = None
     episode: int | None = None
     view_count: int = 0
+    tagline: str | None = None
+    thumb: str | None = Field(default=None, description="Relative Plex path of the poster.")
+    art: str | None = Field(default=None, description="Relative Plex path of the background.")
+    audio_channels: int | None = None
+    video_codec: str | None = None
+    dynamic_audio: str | None = Field(default=None, description="'Atmos' or 'DTS:X'")
+    dovi_profile: int | None = None
+    dovi_level: int | None = None
+    dovi_bl_compat_id: int | None = None

@@ -79,7 +79,6 @@ def _claim_values(task: BuildTask, run_id: str) -> dict[str, Any]:
         sort_dir=channel.sort_dir or "asc",
         media_source_id=task.settings.source_id,
         package_id=task.numbered.package_id,
-        run_id=run_id,
         ai_generated=True,
     )
 

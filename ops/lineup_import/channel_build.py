@@ -16,7 +16,6 @@ from airwave_dagster.domain.schedule import (
     INITIAL_WINDOW_SECONDS,
     build_schedule,
     channel_seed,
-    resolve_bumper_plan,
 )
 from ops.lineup_import.checkpoints import ChannelResult, ChannelTask
 from resources.plex import PlexResource
@@ -86,9 +85,7 @@ def apply_channel(
         number=planned.assigned_number,
         claimant=me,
         signature=planned.signature,
-        values=store.channel_values(
-            planned, source_id=task.source_id, package_id=task.package_id, run_id=me.run_id
-        ),
+        values=store.channel_values(planned, source_id=task.source_id, package_id=task.package_id),
     )
     if outcome.kind == "conflict" or outcome.channel_id is None:
         result.status = "failed"
@@ -131,6 +128,7 @@ def apply_channel(
                 result.pool_size = len(pool)
                 if not pool:
                     notes.append("filter matches nothing in the library: no schedule to lay")
+            bumpers = store.bumper_settings()
             failpoints.reach(failpoints.BUILD_BEFORE_COMMIT, key=number)
             with store.transaction() as conn:
                 store.insert_definitions(conn, outcome.channel_id, planned)
@@ -142,7 +140,7 @@ def apply_channel(
                         channel_seed=seed,
                         start_at=started,
                         window_seconds=INITIAL_WINDOW_SECONDS,
-                        bumpers=resolve_bumper_plan(planned.bumper_mode, enabled=True),
+                        bumpers=bumpers.plan_for(planned.bumper_mode),
                     )
                     result.schedule_slots = store.write_schedule(
                         outcome.channel_id,
@@ -150,6 +148,7 @@ def apply_channel(
                         shuffle_seed=seed,
                         build=build,
                         pool=pool,
+                        bumper_rev=bumpers.rev,
                         conn=conn,
                     )
                 claims.commit(conn, outcome.channel_id, me, enabled=enabled)

@@ -89,8 +89,14 @@ def plan_import_lineup(
         dry_run=config.dry_run,
         status="ok",
         input={"lineup": name, "sha256": digest, "selectedNumbers": config.selected_numbers},
+        # Airwave's run page reads these keys (docs/reference/airwave-database.md §3.9).
         output={
-            "counts": plan.counts.model_dump(),
+            "counts": {
+                "toCreate": plan.counts.to_create,
+                "skipDuplicate": plan.counts.skip_duplicate,
+                "disabled": plan.counts.disabled,
+                "reassigned": plan.counts.reassigned,
+            },
             "packages": [{"key": p.key, "action": p.action} for p in plan.packages],
             "numbers": [
                 {
@@ -168,18 +174,20 @@ def create_packages(
         result = PackagesResult(
             created=list(outcome.created), reused=list(outcome.reused), would_create=[]
         )
-    for package in plan.packages:
-        reused = package.key in result.reused
-        store.record_trace(
-            **trace_identity(context),
-            step_name="createPackages",
-            phase="packages",
-            dry_run=planned.dry_run,
-            status="ok" if reused else "created",
-            reason="reused the existing package with this key" if reused else None,
-            package_key=package.key,
-            output={"name": package.name, "action": "reuse" if reused else "create"},
-        )
+    # One row for the phase, as Airwave writes it: what was created and reused, and each
+    # package's action as the plan decided it (a dry-run's would-create counts as created).
+    store.record_trace(
+        **trace_identity(context),
+        step_name="createPackages",
+        phase="packages",
+        dry_run=planned.dry_run,
+        status="ok",
+        output={
+            "created": len(result.created) + len(result.would_create),
+            "reused": len(result.reused),
+            "packages": [{"key": p.key, "name": p.name, "action": p.action} for p in plan.packages],
+        },
+    )
     yield dg.Output(result, output_name="packages")
     for channel in plan.creates():
         yield dg.DynamicOutput(
@@ -254,10 +262,9 @@ def build_channel(
             description=failure_message(planned, cause[:1000], context.run_id),
             metadata={"channel": planned.assigned_number, "cause": cause[:1000]},
         ) from error
+    # Airwave's statuses: an adopted channel is `created` (its reason says it was adopted).
     status: str = result.status
-    if result.adopted:
-        status = "adopted"
-    elif result.status == "created" and planned.disabled:
+    if result.status == "created" and planned.disabled:
         status = "disabled"
     trace(
         step_name="buildChannel",
@@ -271,7 +278,7 @@ def build_channel(
         pool_size=result.pool_size,
         schedule_slots=result.schedule_slots,
         number_reassigned=planned.number_reassigned,
-        output=result.model_dump(mode="json"),
+        output=channel_trace_output(result),
         error=result.reason if result.status == "failed" else None,
         started_at=started,
     )
@@ -281,7 +288,11 @@ def build_channel(
             "pool_size": result.pool_size if result.pool_size is not None else -1,
             "schedule_slots": result.schedule_slots or 0,
             # The same words as the report's table: a dry-run "would create", it never "created".
-            "status": channel_status(result) if status == "created" else status,
+            "status": "adopted"
+            if result.adopted
+            else channel_status(result)
+            if status == "created"
+            else status,
         }
     )
     return result
@@ -336,9 +347,39 @@ def summarize_import(
         phase="report",
         dry_run=planned.dry_run,
         status="ok",
-        output=report.model_dump(mode="json"),
+        output={
+            "dryRun": report.dry_run,
+            "targetSourceId": planned.source_id,
+            "packagesCreated": report.packages_created,
+            "packagesReused": report.packages_reused,
+            "channelsCreated": report.channels_created,
+            "channelsSkipped": report.channels_skipped,
+            "channelsDisabled": report.channels_disabled,
+            "channelsFailed": report.channels_failed,
+            "channelsReassigned": report.channels_reassigned,
+        },
     )
     context.add_output_metadata(
         {"dry_run": report.dry_run, **report.counts(), "channels": outcome_table(report)}
     )
     return report
+
+
+def channel_trace_output(result: ChannelResult) -> dict[str, object]:
+    """A channel row's `output` as Airwave writes it (camelCase, absent values left out)."""
+    output: dict[str, object] = {
+        "number": result.number,
+        "name": result.name,
+        "status": result.status,
+        "disabled": result.disabled,
+        "dryRun": result.dry_run,
+        "numberReassigned": result.number_reassigned,
+    }
+    optional = {
+        "reason": result.reason,
+        "channelId": result.channel_id,
+        "poolSize": result.pool_size,
+        "scheduleSlots": result.schedule_slots,
+    }
+    output.update({key: value for key, value in optional.items() if value is not None})
+    return output

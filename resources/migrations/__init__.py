@@ -1,4 +1,9 @@
-"""Alembic migrations of the `airwave` schema, run automatically before use."""
+"""Alembic migrations of the project's tables, run automatically before use.
+
+Standalone mode only: they create Airwave's tables in `public` and the project's private schema
+(`airwave_dagster`, which also holds Alembic's version table). Up to revision 0007 the project
+kept its own layout in schema `airwave`; 0008 carries it over (docs/database.md).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
-from resources.tables import SCHEMA
+from resources.tables import LEGACY_SCHEMA, SCHEMA, UTC_SESSION
 
 _HERE = Path(__file__).resolve().parent
 
@@ -33,16 +38,17 @@ def heads() -> frozenset[str]:
 
 
 def upgrade(database_url: str, revision: str = "heads") -> None:
-    """Bring the `airwave` schema to `revision`; idempotent and safe to call concurrently.
+    """Bring the project's tables to `revision`; idempotent and safe to call concurrently.
 
     A transaction-scoped advisory lock serialises concurrent callers (a CLI command, a code server
     and several step processes may all start at once); later callers find the schema current.
     """
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool, connect_args=UTC_SESSION)
     try:
         with engine.begin() as conn:
-            conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{SCHEMA}"'))
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:id)"), {"id": _MIGRATION_LOCK_ID})
+            conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{SCHEMA}"'))
+            _adopt_legacy_version_table(conn)
             config = alembic_config(database_url)
             config.attributes["connection"] = conn
             command.upgrade(config, revision)
@@ -50,11 +56,24 @@ def upgrade(database_url: str, revision: str = "heads") -> None:
         engine.dispose()
 
 
+def _adopt_legacy_version_table(conn: sa.Connection) -> None:
+    """Move Alembic's version table of a database at 0007 or older into the private schema."""
+    legacy = conn.execute(
+        sa.text("SELECT to_regclass(:name) IS NOT NULL"),
+        {"name": f"{LEGACY_SCHEMA}.alembic_version"},
+    ).scalar_one()
+    current = conn.execute(
+        sa.text("SELECT to_regclass(:name) IS NOT NULL"), {"name": f"{SCHEMA}.alembic_version"}
+    ).scalar_one()
+    if legacy and not current:
+        conn.execute(sa.text(f"ALTER TABLE {LEGACY_SCHEMA}.alembic_version SET SCHEMA {SCHEMA}"))
+
+
 def current_revisions(database_url: str) -> frozenset[str]:
     """The revisions the database is at (one per branch), empty before the first upgrade."""
     from alembic.runtime.migration import MigrationContext
 
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool, connect_args=UTC_SESSION)
     try:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"version_table_schema": SCHEMA})
@@ -65,7 +84,7 @@ def current_revisions(database_url: str) -> frozenset[str]:
 
 def ensure_current(database_url: str) -> None:
     """Upgrade unless the database is already at the heads (one cheap query in the common case)."""
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool, connect_args=UTC_SESSION)
     try:
         with engine.connect() as conn:
             versions = frozenset(

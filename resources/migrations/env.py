@@ -1,15 +1,15 @@
-"""Alembic environment: manages only the `airwave` schema, never Dagster's tables."""
+"""Alembic environment: the project's tables in `public` and `airwave_dagster`, never Dagster's."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from resources.tables import SCHEMA, metadata
+from resources.tables import AIRWAVE_SCHEMA, SCHEMA, metadata
 
 
 def _include_name(name: str | None, type_: str, parent_names: object) -> bool:
     if type_ == "schema":
-        return name == SCHEMA
+        return name in (SCHEMA, AIRWAVE_SCHEMA)
     return True
 
 

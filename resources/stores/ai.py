@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from airwave_dagster.domain.ai.usage import Usage, add_usage
 from airwave_dagster.domain.library import MediaItem
 from resources import tables as t
-from resources.stores.rows import STORE_LOG, cap_json, new_id
+from resources.stores.rows import STORE_LOG, cap_json, keyed, new_id
 
 TRACE_TEXT_LIMIT = 20_000
 """Longest reason/error text kept on a trace row (the JSON columns are capped by `cap_json`)."""
@@ -105,24 +105,41 @@ class AiStore:
             if isinstance(fields.get(key), str):
                 fields[key] = fields[key][:TRACE_TEXT_LIMIT]
         fields.setdefault("finished_at", datetime.now(UTC))
+        # Airwave's table has no place for these (spec §3.10): they go to a private row.
+        private = {key: fields.pop(key, None) for key in ("cost_usd", "context_sha256")}
+        trace_id = new_id()
         try:
             with self.engine.begin() as conn:
-                conn.execute(t.ai_lineup_trace.insert().values(**fields))
+                conn.execute(t.ai_lineup_trace.insert().values(id=trace_id, **fields))
+                if any(value is not None for value in private.values()):
+                    conn.execute(t.ai_trace_cost.insert().values(trace_id=trace_id, **private))
         except Exception:
             # Any failure (a bad value, a lost connection) is logged, never raised: the trace
             # documents the step, it must not decide its outcome.
             STORE_LOG.warning("could not record an AI lineup trace row", exc_info=True)
 
     def traces(self, run_ids: str | Sequence[str]) -> list[dict[str, Any]]:
-        """Trace rows of one run (or several: a run and its re-executions), oldest first."""
+        """Trace rows of one run (or several: a run and its re-executions), oldest first.
+
+        Each row also carries its private `cost_usd` and `context_sha256` (None when not kept).
+        """
         ids = [run_ids] if isinstance(run_ids, str) else list(run_ids)
+        a, k = t.ai_lineup_trace.c, t.ai_trace_cost.c
         with self.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(t.ai_lineup_trace)
-                .where(t.ai_lineup_trace.c.run_id.in_(ids))
-                .order_by(t.ai_lineup_trace.c.id)
+                sa.select(t.ai_lineup_trace, k.cost_usd, k.context_sha256)
+                .select_from(t.ai_lineup_trace.outerjoin(t.ai_trace_cost, k.trace_id == a.id))
+                .where(a.run_id.in_(ids))
+                .order_by(a.started_at, a.id)
             )
-            return [dict(row._mapping) for row in rows]
+            return [
+                {
+                    **keyed(row, t.ai_lineup_trace),
+                    "cost_usd": row.cost_usd,
+                    "context_sha256": row.context_sha256,
+                }
+                for row in rows
+            ]
 
     # -- budget ledger --------------------------------------------------------------------------
 
@@ -241,7 +258,7 @@ class AiStore:
                 .where(t.ai_spend.c.ledger_id == ledger_id)
                 .order_by(t.ai_spend.c.id)
             )
-            return [dict(row._mapping) for row in rows]
+            return [keyed(row, t.ai_spend) for row in rows]
 
     # -- library profile ------------------------------------------------------------------------
 
@@ -275,35 +292,32 @@ class AiStore:
         return None if row is None else (dict(row.profile), row.sha256)
 
     def has_media_items(self, source_id: str) -> bool:
-        """Whether the source has any available item row (a snapshot may exist)."""
-        m = t.media_item.c
+        """Whether the source's library snapshot has any available item."""
+        li = t.library_item.c
         with self.engine.connect() as conn:
             return bool(
                 conn.execute(
                     sa.select(
-                        sa.exists().where(m.media_source_id == source_id, m.available.is_(True))
+                        sa.exists().where(li.media_source_id == source_id, li.available.is_(True))
                     )
                 ).scalar_one()
             )
 
-    def media_item_rows(self, source_id: str) -> list[dict[str, Any]]:
-        """Every available media item row of a source (type, title, duration, guide JSON…)."""
-        m = t.media_item.c
+    def snapshot_items(self, source_id: str) -> list[dict[str, Any]]:
+        """Every available item of the source's library snapshot (the project's full item JSON).
+
+        The snapshot is private (`airwave_dagster.library_item`): Airwave's `media_item.guide`
+        keeps only the first few tags of each kind, too little for filters and the profile.
+        """
+        li = t.library_item.c
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.select(
-                    m.rating_key,
-                    m.type,
-                    m.title,
-                    m.duration_ms,
-                    m.year,
-                    m.parent_rating_key,
-                    m.guide,
-                )
-                .where(m.media_source_id == source_id, m.available.is_(True))
-                .order_by(m.id)
+            return list(
+                conn.execute(
+                    sa.select(li.item)
+                    .where(li.media_source_id == source_id, li.available.is_(True))
+                    .order_by(li.rating_key)
+                ).scalars()
             )
-            return [dict(row._mapping) for row in rows]
 
     # -- packages and the wipe ------------------------------------------------------------------
 
@@ -537,7 +551,7 @@ class AiStore:
             row = conn.execute(
                 sa.select(t.channel).where(t.channel.c.id == channel_id)
             ).one_or_none()
-        return None if row is None else dict(row._mapping)
+        return None if row is None else keyed(row, t.channel)
 
     def write_definitions(
         self, conn: Connection, channel_id: str, definitions: Sequence[tuple[str, object]]
@@ -570,5 +584,5 @@ class AiStore:
 
 
 def media_items(store: AiStore, source_id: str) -> list[MediaItem]:
-    """The source's available snapshot items as domain items (the `guide` JSON of each row)."""
-    return [MediaItem.model_validate(row["guide"]) for row in store.media_item_rows(source_id)]
+    """The source's available snapshot items as domain items."""
+    return [MediaItem.model_validate(item) for item in store.snapshot_items(source_id)]

@@ -25,9 +25,15 @@ from airwave_dagster.domain.lineup_file import (
     LineupFile,
     LineupPackage,
 )
-from airwave_dagster.domain.schedule import ScheduleBuild, ScheduleCursor, cursor_to_storage
+from airwave_dagster.domain.schedule import (
+    BumperPlan,
+    ScheduleBuild,
+    ScheduleCursor,
+    cursor_to_storage,
+    resolve_bumper_plan,
+)
 from resources import tables as t
-from resources.stores.rows import STORE_LOG, cap_json, media_item_row, new_id
+from resources.stores.rows import STORE_LOG, cap_json, keyed, media_item_row, new_id
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,19 @@ class PackagesOutcome:
     reused: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class BumperSettings:
+    """Airwave's global bumper configuration as a schedule build reads it (spec §3.8, §5.4)."""
+
+    enabled: bool
+    rev: int
+    lengths: BumperPlan
+
+    def plan_for(self, bumper_mode: str) -> BumperPlan | None:
+        """The bumper plan of a channel in `bumper_mode` (None: no bumpers are laid)."""
+        return resolve_bumper_plan(bumper_mode, enabled=self.enabled, config=self.lengths)
+
+
 def channel_row(
     *,
     name: str,
@@ -60,13 +79,13 @@ def channel_row(
     sort_dir: str,
     media_source_id: str,
     package_id: str | None,
-    run_id: str,
+    created_by_id: str | None = None,
     sort_index: int | None = None,
     bumper_mode: str | None = None,
     ai_generated: bool = False,
 ) -> dict[str, Any]:
-    """A channel row's content columns (number and claim columns are the claim's), one shape
-    for every writer: the importer and the AI builder.
+    """A channel row's content columns (number and claim are the claim's), one shape for every
+    writer: the importer and the AI builder. `created_by_id` is an Airwave user's id or None.
     """
     row: dict[str, Any] = {
         "name": name.strip(),
@@ -79,7 +98,7 @@ def channel_row(
         "sort_dir": sort_dir,
         "media_source_id": media_source_id,
         "package_id": package_id,
-        "created_by_run_id": run_id,
+        "created_by_id": created_by_id,
     }
     if sort_index is not None:
         row["sort_index"] = sort_index
@@ -91,7 +110,7 @@ def channel_row(
 
 
 class AirwaveStore:
-    """Repository over the `airwave` schema. Every write method runs in one transaction.
+    """Repository over Airwave's channel tables. Every write method runs in one transaction.
 
     Writes that a retried or resumed step can repeat are idempotent: packages are upserted by key,
     channel creation recognises its own earlier attempt by the channel's content signature, and a
@@ -108,22 +127,29 @@ class AirwaveStore:
             yield conn
 
     def sync_source(self, base_url: str, libraries: Sequence[Library]) -> str:
-        """Upsert the media source for `base_url` and its libraries; return the source id.
+        """The media source for `base_url` (created on first use) with its libraries; its id.
 
-        Library titles and types are refreshed; an admin's `enabled` choice survives.
+        Standalone mode is the only writer of `media_source`: the row is found by `baseUrl`
+        (the oldest one, as the column is not unique in Airwave), created with an empty token
+        (the project reads PLEX_TOKEN; a token is never stored) and made the default source when
+        none is. Libraries are upserted by (source, key) as Airwave's library scan does: title,
+        type and scan time refreshed, an admin's `enabled` choice kept.
         """
         now = datetime.now(UTC)
+        s, lib = t.media_source.c, t.media_library.c
         with self.transaction() as conn:
-            stmt = (
-                pg_insert(t.media_source)
-                .values(id=new_id(), name=base_url, base_url=base_url)
-                .on_conflict_do_update(index_elements=["base_url"], set_={"updated_at": now})
-                .returning(t.media_source.c.id)
-            )
-            source_id: str = conn.execute(stmt).scalar_one()
+            source_id = self._source_id(conn, base_url)
+            if source_id is None:
+                has_default = conn.execute(
+                    sa.select(sa.exists().where(s.is_default.is_(True)))
+                ).scalar_one()
+                source_id = conn.execute(
+                    t.media_source.insert()
+                    .values(name=base_url, base_url=base_url, token="", is_default=not has_default)
+                    .returning(s.id)
+                ).scalar_one()
             for library in libraries:
-                lib_stmt = pg_insert(t.media_library).values(
-                    id=new_id(),
+                stmt = pg_insert(t.media_library).values(
                     media_source_id=source_id,
                     key=library.key,
                     title=library.title,
@@ -131,19 +157,57 @@ class AirwaveStore:
                     last_scan_at=now,
                 )
                 conn.execute(
-                    lib_stmt.on_conflict_do_update(
-                        constraint="media_library_source_key",
-                        set_={"title": library.title, "type": library.type, "last_scan_at": now},
+                    stmt.on_conflict_do_update(
+                        index_elements=[lib.media_source_id, lib.key],
+                        set_={
+                            lib.title: library.title,
+                            lib.type: library.type,
+                            lib.last_scan_at: now,
+                            lib.updated_at: now,
+                        },
                     )
                 )
-            return source_id
+            return str(source_id)
+
+    @staticmethod
+    def _source_id(conn: Connection, base_url: str) -> str | None:
+        s = t.media_source.c
+        found: str | None = conn.execute(
+            sa.select(s.id).where(s.base_url == base_url).order_by(s.created_at, s.id).limit(1)
+        ).scalar_one_or_none()
+        return found
 
     def find_source(self, base_url: str) -> str | None:
         """The id of the media source for `base_url`, if it was ever synced."""
         with self.engine.connect() as conn:
-            return conn.execute(
-                sa.select(t.media_source.c.id).where(t.media_source.c.base_url == base_url)
-            ).scalar_one_or_none()
+            return self._source_id(conn, base_url)
+
+    def bumper_settings(self) -> BumperSettings:
+        """Airwave's global bumper configuration, get-or-created as Airwave's builds do it.
+
+        The row is inserted with Airwave's defaults when missing (a concurrent insert wins
+        harmlessly), then read. Lengths follow Airwave's reading: tiers at least 1 second, the
+        short-episode bound at least 0 minutes.
+        """
+        b = t.bumper_config.c
+        with self.transaction() as conn:
+            conn.execute(
+                pg_insert(t.bumper_config)
+                .values(key="global")
+                .on_conflict_do_nothing(index_elements=[b.key])
+            )
+            row = conn.execute(sa.select(t.bumper_config).where(b.key == "global")).one()
+        return BumperSettings(
+            enabled=row.enabled,
+            rev=row.rev,
+            lengths=BumperPlan(
+                interstitial_seconds=max(1, row.interstitial_seconds),
+                after_movie_seconds=max(1, row.after_movie_seconds),
+                after_episode_seconds=max(1, row.after_episode_seconds),
+                quick_seconds=max(1, row.quick_seconds),
+                short_episode_minutes=max(0, row.short_episode_minutes),
+            ),
+        )
 
     def instance_state(self, libraries: Sequence[Library]) -> InstanceState:
         """What the import planner reads: numbers, package keys, libraries, signatures."""
@@ -249,7 +313,11 @@ class AirwaveStore:
 
     @staticmethod
     def channel_values(
-        planned: PlannedChannel, *, source_id: str, package_id: str | None, run_id: str
+        planned: PlannedChannel,
+        *,
+        source_id: str,
+        package_id: str | None,
+        created_by_id: str | None = None,
     ) -> dict[str, Any]:
         """The channel row's columns for a planned import channel (number and claim excluded)."""
         return channel_row(
@@ -263,7 +331,7 @@ class AirwaveStore:
             sort_dir=planned.sort_dir,
             media_source_id=source_id,
             package_id=package_id,
-            run_id=run_id,
+            created_by_id=created_by_id,
             sort_index=planned.sort_index,
             bumper_mode=planned.bumper_mode,
         )
@@ -299,13 +367,17 @@ class AirwaveStore:
         shuffle_seed: int,
         build: ScheduleBuild,
         pool: Sequence[MediaItem],
+        bumper_rev: int,
         conn: Connection | None = None,
     ) -> int:
-        """Replace the channel's schedule with `build` and store its pass cursor.
+        """Replace the channel's schedule with `build`, as Airwave's initial build does (§5.4).
 
-        Media items referenced by the schedule are upserted into the item cache first so every
-        row links to its item. Runs inside `conn`'s transaction when given (so a build can commit
-        its channel and schedule together), else in its own. Returns the number of rows written.
+        Media items the schedule plays are gap-filled create-only first (existing rows are
+        Airwave's metadata and stay as they are), so every row links to its item. The channel
+        gets its shuffle seed, the pass cursor where the build stopped (so Airwave's refresh
+        continues the pass) and `bumperRev` = the bumper configuration's revision it was built
+        under. Runs inside `conn`'s transaction when given (so a build commits its channel and
+        schedule together), else in its own. Returns the number of rows written.
         """
         if conn is None:
             with self.transaction() as own:
@@ -315,30 +387,16 @@ class AirwaveStore:
                     shuffle_seed=shuffle_seed,
                     build=build,
                     pool=pool,
+                    bumper_rev=bumper_rev,
                     conn=own,
                 )
         used = {e.rating_key for e in build.entries if e.rating_key is not None}
         used |= {e.target_rating_key for e in build.entries if e.target_rating_key is not None}
         items = [item for item in pool if item.rating_key in used]
-        ids = self._upsert_media_items(conn, source_id, items)
+        ids = self.media_item_ids(conn, source_id, items)
         conn.execute(t.schedule_item.delete().where(t.schedule_item.c.channel_id == channel_id))
         if build.entries:
-            conn.execute(
-                t.schedule_item.insert(),
-                [
-                    {
-                        "channel_id": channel_id,
-                        "kind": entry.kind,
-                        "starts_at": entry.starts_at,
-                        "duration_seconds": entry.duration_seconds,
-                        "rating_key": entry.rating_key,
-                        "bumper_kind": entry.bumper_kind,
-                        "media_item_id": ids.get(entry.rating_key or ""),
-                        "target_media_item_id": ids.get(entry.target_rating_key or ""),
-                    }
-                    for entry in build.entries
-                ],
-            )
+            conn.execute(t.schedule_item.insert(), schedule_rows(channel_id, build, ids))
         seed, index, pos = cursor_to_storage(build.cursor)
         conn.execute(
             t.channel.update()
@@ -348,32 +406,54 @@ class AirwaveStore:
                 schedule_pass_seed=seed,
                 schedule_pass_index=index,
                 schedule_pass_pos=pos,
+                bumper_rev=bumper_rev,
             )
         )
         return len(build.entries)
 
-    def _upsert_media_items(
-        self, conn: Connection, source_id: str, items: Sequence[MediaItem]
-    ) -> dict[str, int]:
+    @staticmethod
+    def media_item_ids(
+        conn: Connection, source_id: str, items: Sequence[MediaItem]
+    ) -> dict[str, str]:
+        """Ids of the items' `media_item` rows by rating key, creating only the missing ones.
+
+        Airwave's gap-fill (spec §5.4): an episode is linked to its show's row (`parentId`) when
+        that row exists; existing rows keep their id and content, whoever wrote them.
+        """
         if not items:
             return {}
-        rows = [media_item_row(source_id, item) for item in items]
-        stmt = pg_insert(t.media_item)
-        stmt = stmt.on_conflict_do_update(
-            constraint="media_item_source_rating_key",
-            set_={
-                "title": stmt.excluded.title,
-                "duration_ms": stmt.excluded.duration_ms,
-                "guide": stmt.excluded.guide,
-                "available": True,
-                "last_synced_at": sa.func.now(),
-            },
+        m = t.media_item.c
+        shows = {item.show_rating_key for item in items if item.show_rating_key}
+        parents: dict[str, str] = {}
+        if shows:
+            parents = dict(
+                conn.execute(
+                    sa.select(m.rating_key, m.id).where(
+                        m.media_source_id == source_id,
+                        m.type == "show",
+                        m.rating_key.in_(sorted(shows)),
+                    )
+                )
+                .tuples()
+                .all()
+            )
+        rows = [
+            {
+                **media_item_row(source_id, item),
+                "parent_id": parents.get(item.show_rating_key or ""),
+            }
+            for item in items
+        ]
+        conn.execute(
+            pg_insert(t.media_item).on_conflict_do_nothing(
+                index_elements=[m.media_source_id, m.rating_key]
+            ),
+            rows,
         )
-        conn.execute(stmt, rows)
         found = conn.execute(
-            sa.select(t.media_item.c.rating_key, t.media_item.c.id).where(
-                t.media_item.c.media_source_id == source_id,
-                t.media_item.c.rating_key.in_([item.rating_key for item in items]),
+            sa.select(m.rating_key, m.id).where(
+                m.media_source_id == source_id,
+                m.rating_key.in_([item.rating_key for item in items]),
             )
         )
         return {row.rating_key: row.id for row in found}
@@ -421,9 +501,17 @@ class AirwaveStore:
             rows = conn.execute(
                 sa.select(t.import_trace)
                 .where(t.import_trace.c.run_id == run_id)
-                .order_by(t.import_trace.c.id)
+                .order_by(t.import_trace.c.started_at, t.import_trace.c.id)
             )
-            return [dict(row._mapping) for row in rows]
+            return [keyed(row, t.import_trace) for row in rows]
+
+    def channel_origin(self, channel_id: str) -> Mapping[str, Any] | None:
+        """Which run created a channel and with which content signature (None: not ours)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(t.channel_origin).where(t.channel_origin.c.channel_id == channel_id)
+            ).one_or_none()
+        return None if row is None else dict(row._mapping)
 
     def export_lineup(self, exported_at: datetime | None = None) -> LineupFile:
         """The whole instance as a lineup v1 file (docs/reference/domain.md §3)."""
@@ -507,6 +595,28 @@ class AirwaveStore:
                     ("definitions", t.channel_definition),
                     ("schedule_items", t.schedule_item),
                     ("media_items", t.media_item),
+                    ("snapshot_items", t.library_item),
                     ("import_traces", t.import_trace),
                 )
             }
+
+
+def schedule_rows(
+    channel_id: str, build: ScheduleBuild, item_ids: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """Airwave's `schedule_item` rows of a build (ids minted, `createdAt` by the database)."""
+    return [
+        {
+            "id": new_id(),
+            "channel_id": channel_id,
+            "kind": entry.kind,
+            "starts_at": entry.starts_at,
+            "duration_seconds": entry.duration_seconds,
+            "start_offset_seconds": 0,
+            "rating_key": entry.rating_key,
+            "bumper_kind": entry.bumper_kind,
+            "media_item_id": item_ids.get(entry.rating_key or ""),
+            "target_media_item_id": item_ids.get(entry.target_rating_key or ""),
+        }
+        for entry in build.entries
+    ]

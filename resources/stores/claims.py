@@ -1,12 +1,15 @@
 """Reserve, don't check: a build claims its channel number before doing the expensive work.
 
-A claim is the channel row itself, inserted **disabled** and stamped with its claimant (run id,
-step key, attempt) and a heartbeat. The unique channel number makes the reservation atomic: of two
-builds of the same channel, one inserts the row and the other finds it. What the loser does
-depends on what it finds:
+A claim is the channel row itself, inserted **disabled** (Airwave's server and schedule jobs skip
+disabled rows), plus a private `airwave_dagster.channel_claim` row naming its claimant (run id,
+step key, attempt) with a heartbeat, and a `channel_origin` row with the channel's content
+signature, all inserted in one transaction. Nothing of the claim is added to Airwave's `channel`
+table. The unique channel number makes the reservation atomic: of two builds of the same channel,
+one inserts the row and the other finds it. What the loser does depends on what it finds:
 
-- a committed row with the same content signature → an earlier attempt already did the work:
-  adopt it (``existing``), never redo it;
+- a committed row this project created with the same content signature → an earlier attempt
+  already did the work: adopt it (``existing``), never redo it (a row with no origin row is not
+  the project's, whatever it contains: spec §7.3);
 - a live claim with the same signature → another attempt (a retry, a resumed run, or an orphaned
   step process of a crashed run) is doing the work right now: wait for it to commit (then adopt)
   or to release (then claim);
@@ -15,8 +18,9 @@ depends on what it finds:
 
 While the work runs, ``held()`` refreshes the heartbeat from a background thread. ``commit()``
 enables the row inside the caller's transaction (with its definitions and schedule) and fails with
-`ClaimLost` if the claim was taken over meanwhile; ``release()`` deletes the row on give-up or
-failure. All timing is Postgres's ``now()``, so step processes never compare their own clocks.
+`ClaimLost` if the claim was taken over meanwhile; ``release()`` deletes the row (and, by cascade,
+its claim) on give-up or failure. All timing is Postgres's ``now()``, so step processes never
+compare their own clocks.
 """
 
 from __future__ import annotations
@@ -72,27 +76,21 @@ class ClaimOutcome:
 
 
 def _owned_by(claimant: Claimant) -> sa.ColumnElement[bool]:
-    c = t.channel.c
+    """The claim row of `claimant` (on `channel_claim`)."""
+    c = t.channel_claim.c
     return sa.and_(
-        c.claim_run_id == claimant.run_id,
-        c.claim_step_key == claimant.step_key,
-        c.claim_attempt == claimant.attempt,
+        c.run_id == claimant.run_id,
+        c.step_key == claimant.step_key,
+        c.attempt == claimant.attempt,
     )
 
 
-def _claim_columns(claimant: Claimant | None) -> dict[str, Any]:
-    if claimant is None:
-        return {
-            "claim_run_id": None,
-            "claim_step_key": None,
-            "claim_attempt": None,
-            "claim_heartbeat_at": None,
-        }
+def _claim_values(claimant: Claimant) -> dict[str, Any]:
     return {
-        "claim_run_id": claimant.run_id,
-        "claim_step_key": claimant.step_key,
-        "claim_attempt": claimant.attempt,
-        "claim_heartbeat_at": sa.func.now(),
+        "run_id": claimant.run_id,
+        "step_key": claimant.step_key,
+        "attempt": claimant.attempt,
+        "heartbeat_at": sa.func.now(),
     }
 
 
@@ -147,41 +145,45 @@ class ChannelClaims:
         self, number: int, claimant: Claimant, signature: str, values: Mapping[str, Any]
     ) -> ClaimOutcome | None:
         """One round: insert, adopt, take over, or None to wait for a live claim."""
-        c = t.channel.c
-        channel_id = new_id()
-        row = {
-            **values,
-            "id": channel_id,
-            "number": number,
-            "signature": signature,
-            "enabled": False,
-            **_claim_columns(claimant),
-        }
+        c, k, o = t.channel.c, t.channel_claim.c, t.channel_origin.c
         with self.engine.begin() as conn:
             inserted = conn.execute(
                 pg_insert(t.channel)
-                .values(**row)
-                .on_conflict_do_nothing(index_elements=["number"])
+                .values(**values, id=new_id(), number=number, enabled=False)
+                .on_conflict_do_nothing(index_elements=[c.number])
                 .returning(c.id)
             ).scalar_one_or_none()
             if inserted is not None:
+                conn.execute(
+                    t.channel_claim.insert().values(channel_id=inserted, **_claim_values(claimant))
+                )
+                conn.execute(
+                    t.channel_origin.insert().values(
+                        channel_id=inserted, signature=signature, run_id=claimant.run_id
+                    )
+                )
                 return ClaimOutcome(kind="claimed", channel_id=inserted)
             current = conn.execute(
                 sa.select(
                     c.id,
-                    c.signature,
-                    c.claim_run_id,
-                    c.claim_step_key,
-                    c.claim_attempt,
-                    (c.claim_heartbeat_at < sa.func.now() - self.stale_after).label("stale"),
+                    o.signature,
+                    k.run_id,
+                    k.step_key,
+                    k.attempt,
+                    (k.heartbeat_at < sa.func.now() - self.stale_after).label("stale"),
+                )
+                .select_from(
+                    t.channel.outerjoin(t.channel_origin, o.channel_id == c.id).outerjoin(
+                        t.channel_claim, k.channel_id == c.id
+                    )
                 )
                 .where(c.number == number)
-                .with_for_update()
+                .with_for_update(of=t.channel)
             ).one_or_none()
             if current is None:
                 return None  # released between our insert and select: try again at once
-            if current.claim_run_id is None:
-                if current.signature == signature:
+            if current.run_id is None:
+                if current.signature is not None and current.signature == signature:
                     return ClaimOutcome(kind="existing", channel_id=current.id)
                 return ClaimOutcome(
                     kind="conflict",
@@ -190,16 +192,25 @@ class ChannelClaims:
                         f"number {number} is taken by another channel; re-plan to get a free number"
                     ),
                 )
-            holder = Claimant(current.claim_run_id, current.claim_step_key, current.claim_attempt)
+            holder = Claimant(current.run_id, current.step_key, current.attempt)
             if holder == claimant:
                 return ClaimOutcome(kind="claimed", channel_id=current.id)
             if current.stale:
                 # The holder's process died (no heartbeat): take the row over as it stands,
                 # replacing whatever the dead attempt had started with this attempt's values.
+                conn.execute(t.channel.update().where(c.id == current.id).values(**values))
                 conn.execute(
-                    t.channel.update()
-                    .where(c.id == current.id)
-                    .values(**{**values, "signature": signature, **_claim_columns(claimant)})
+                    t.channel_claim.update()
+                    .where(k.channel_id == current.id)
+                    .values(**_claim_values(claimant))
+                )
+                conn.execute(
+                    pg_insert(t.channel_origin)
+                    .values(channel_id=current.id, signature=signature, run_id=claimant.run_id)
+                    .on_conflict_do_update(
+                        index_elements=[o.channel_id],
+                        set_={o.signature: signature, o.run_id: claimant.run_id},
+                    )
                 )
                 conn.execute(
                     t.channel_definition.delete().where(
@@ -222,12 +233,12 @@ class ChannelClaims:
 
     def holder(self, number: int) -> Claimant | None:
         """The live claimant of `number`, if the row is currently claimed."""
-        c = t.channel.c
+        k = t.channel_claim.c
         with self.engine.connect() as conn:
             row = conn.execute(
-                sa.select(c.claim_run_id, c.claim_step_key, c.claim_attempt).where(
-                    c.number == number, c.claim_run_id.is_not(None)
-                )
+                sa.select(k.run_id, k.step_key, k.attempt)
+                .select_from(t.channel_claim.join(t.channel, t.channel.c.id == k.channel_id))
+                .where(t.channel.c.number == number)
             ).one_or_none()
         return None if row is None else Claimant(*row)
 
@@ -235,9 +246,9 @@ class ChannelClaims:
         """Refresh the claim's heartbeat; False if the claim is no longer ours."""
         with self.engine.begin() as conn:
             result = conn.execute(
-                t.channel.update()
-                .where(t.channel.c.id == channel_id, _owned_by(claimant))
-                .values(claim_heartbeat_at=sa.func.now())
+                t.channel_claim.update()
+                .where(t.channel_claim.c.channel_id == channel_id, _owned_by(claimant))
+                .values(heartbeat_at=sa.func.now())
             )
         return result.rowcount == 1
 
@@ -273,11 +284,17 @@ class ChannelClaims:
     ) -> None:
         """Turn the claim into a finished channel inside the caller's transaction."""
         result = conn.execute(
-            t.channel.update()
-            .where(t.channel.c.id == channel_id, _owned_by(claimant))
-            .values(**(values or {}), enabled=enabled, **_claim_columns(None))
+            t.channel_claim.delete().where(
+                t.channel_claim.c.channel_id == channel_id, _owned_by(claimant)
+            )
         )
-        if result.rowcount != 1:
+        if result.rowcount == 1:
+            conn.execute(
+                t.channel.update()
+                .where(t.channel.c.id == channel_id)
+                .values(**(values or {}), enabled=enabled)
+            )
+        else:
             raise ClaimLost(
                 f"the claim on channel {channel_id} held by {claimant.describe()} was taken over "
                 "after its heartbeat went stale; the attempt that took it over finishes the build"
@@ -285,19 +302,20 @@ class ChannelClaims:
 
     def release(self, channel_id: str, claimant: Claimant) -> bool:
         """Delete the claimed row if it is still ours (give-up or failure); True if deleted."""
+        mine = sa.select(t.channel_claim.c.channel_id).where(
+            t.channel_claim.c.channel_id == channel_id, _owned_by(claimant)
+        )
         with self.engine.begin() as conn:
-            result = conn.execute(
-                t.channel.delete().where(t.channel.c.id == channel_id, _owned_by(claimant))
-            )
+            result = conn.execute(t.channel.delete().where(t.channel.c.id.in_(mine)))
         return result.rowcount == 1
 
     def open_claims(self) -> list[tuple[int, Claimant]]:
         """Every number currently claimed (for reports, cancel and the crash tests)."""
-        c = t.channel.c
+        c, k = t.channel.c, t.channel_claim.c
         with self.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(c.number, c.claim_run_id, c.claim_step_key, c.claim_attempt)
-                .where(c.claim_run_id.is_not(None))
+                sa.select(c.number, k.run_id, k.step_key, k.attempt)
+                .select_from(t.channel_claim.join(t.channel, c.id == k.channel_id))
                 .order_by(c.number)
             ).all()
         return [(row.number, Claimant(row[1], row[2], row[3])) for row in rows]
@@ -306,8 +324,9 @@ class ChannelClaims:
         """Delete every claim held by these runs (cancel); returns how many were removed."""
         if not run_ids:
             return 0
+        held = sa.select(t.channel_claim.c.channel_id).where(
+            t.channel_claim.c.run_id.in_(sorted(run_ids))
+        )
         with self.engine.begin() as conn:
-            result = conn.execute(
-                t.channel.delete().where(t.channel.c.claim_run_id.in_(sorted(run_ids)))
-            )
+            result = conn.execute(t.channel.delete().where(t.channel.c.id.in_(held)))
         return int(result.rowcount)

@@ -7,6 +7,8 @@ import threading
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from resources.tables import UTC_SESSION
+
 _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
 
@@ -16,6 +18,12 @@ def engine_for(url: str) -> Engine:
     with _engines_lock:
         engine = _engines.get(url)
         if engine is None:
-            engine = sa.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=4)
+            engine = sa.create_engine(
+                url,
+                pool_pre_ping=True,
+                pool_size=2,
+                max_overflow=4,
+                connect_args=UTC_SESSION,
+            )
             _engines[url] = engine
         return engine

@@ -1,4 +1,11 @@
-"""The library snapshot: every playable Plex item mirrored into `airwave.media_item`, paged."""
+"""The library snapshot: every playable Plex item, mirrored privately and into Airwave's rows.
+
+Standalone mode is its own metadata sync (Airwave's 03:00 job, spec §4.4): each refresh keeps
+the full items in the private snapshot (`airwave_dagster.library_item`, complete tag lists, what
+filters and the AI profile read) and upserts Airwave's `media_item` rows the way Airwave's sync
+does: shows, then episodes linked to their show (`parentId`) and movies, metadata overwritten,
+marked available; rows of the source that Plex no longer lists are marked unavailable.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,11 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from airwave_dagster.domain.library import MediaItem
 from resources import tables as t
 from resources.plex import PlexClient, PlexError
 from resources.stores.channels import AirwaveStore
-from resources.stores.rows import media_guide, media_item_row
+from resources.stores.rows import media_item_row
 
 WRITE_BATCH = 1000
 """Rows per upsert statement: large enough to amortise round trips, small enough to stay cheap."""
@@ -101,24 +109,44 @@ def sync_library(
             previous = before.get(item.rating_key)
             if previous is None or not previous[0]:
                 added.append(item.rating_key)
-            elif _news(previous[1]) != _news(media_guide(item)):
+            elif _news(previous[1]) != _news(_dump(item)):
                 updated.append(item.rating_key)
         removed = [key for key, (available, _) in before.items() if available and key not in seen]
         for batch in _batches(items, WRITE_BATCH):
-            conn.execute(_upsert(), [media_item_row(source_id, item) for item in batch])
+            conn.execute(
+                _snapshot_upsert(),
+                [
+                    {"media_source_id": source_id, "rating_key": i.rating_key, "item": _dump(i)}
+                    for i in batch
+                ],
+            )
+        _mirror_airwave_rows(conn, source_id, items)
+        li, m = t.library_item.c, t.media_item.c
         for keys in _batches(removed, WRITE_BATCH):
             conn.execute(
+                t.library_item.update()
+                .where(li.media_source_id == source_id, li.rating_key.in_(keys))
+                .values(available=False, synced_at=sa.func.now())
+            )
+        listed = set(seen) | {item.show_rating_key for item in items if item.show_rating_key}
+        gone = conn.execute(
+            sa.select(m.id).where(
+                m.media_source_id == source_id, m.available.is_(True), m.rating_key.not_in(listed)
+            )
+        ).scalars()
+        for ids in _batches(list(gone), WRITE_BATCH):
+            conn.execute(
                 t.media_item.update()
-                .where(
-                    t.media_item.c.media_source_id == source_id,
-                    t.media_item.c.rating_key.in_(keys),
-                )
-                .values(available=False, last_synced_at=sa.func.now())
+                .where(m.id.in_(ids))
+                .values(available=False, last_synced_at=t.utc_now())
             )
         conn.execute(
-            t.media_source.update()
-            .where(t.media_source.c.id == source_id)
-            .values(library_synced_at=sa.func.now())
+            pg_insert(t.source_state)
+            .values(media_source_id=source_id, library_synced_at=sa.func.now())
+            .on_conflict_do_update(
+                index_elements=[t.source_state.c.media_source_id],
+                set_={t.source_state.c.library_synced_at: sa.func.now()},
+            )
         )
     return LibrarySyncResult(
         source_id=source_id,
@@ -130,13 +158,63 @@ def sync_library(
     )
 
 
+def _show_items(items: Sequence[MediaItem]) -> list[MediaItem]:
+    """A show row per show the episodes belong to, from what the episodes carry of it.
+
+    Only the show-level facts the project resolves for every episode (title, genres, studio,
+    network) are known here; Airwave's own sync, when it runs, fills in the rest.
+    """
+    shows: dict[str, MediaItem] = {}
+    for item in items:
+        key = item.show_rating_key
+        if item.type != "episode" or not key or key in shows:
+            continue
+        shows[key] = MediaItem(
+            rating_key=key,
+            type="show",
+            title=item.show_title or key,
+            library_key=item.library_key,
+            studio=item.studio,
+            network=item.network,
+            genres=item.genres,
+        )
+    return list(shows.values())
+
+
+def _mirror_airwave_rows(conn: sa.Connection, source_id: str, items: Sequence[MediaItem]) -> None:
+    """Upsert Airwave's `media_item` rows as Airwave's metadata sync does (shows first)."""
+    m = t.media_item.c
+    shows = _show_items(items)
+    for batch in _batches(shows, WRITE_BATCH):
+        conn.execute(_airwave_upsert(), [media_item_row(source_id, show) for show in batch])
+    parents = dict(
+        conn.execute(
+            sa.select(m.rating_key, m.id).where(m.media_source_id == source_id, m.type == "show")
+        )
+        .tuples()
+        .all()
+    )
+    playable = [item for item in items if item.type != "show"]
+    for batch in _batches(playable, WRITE_BATCH):
+        conn.execute(
+            _airwave_upsert(),
+            [
+                {
+                    **media_item_row(source_id, item),
+                    "parent_id": parents.get(item.show_rating_key or ""),
+                }
+                for item in batch
+            ],
+        )
+
+
 def library_synced(store: AirwaveStore, source_id: str) -> bool:
     """Whether a complete snapshot of the source's library has been taken."""
     with store.engine.connect() as conn:
         return (
             conn.execute(
-                sa.select(t.media_source.c.library_synced_at).where(
-                    t.media_source.c.id == source_id
+                sa.select(t.source_state.c.library_synced_at).where(
+                    t.source_state.c.media_source_id == source_id
                 )
             ).scalar_one_or_none()
             is not None
@@ -144,45 +222,58 @@ def library_synced(store: AirwaveStore, source_id: str) -> bool:
 
 
 def _available(store: AirwaveStore, source_id: str) -> bool:
+    li = t.library_item.c
     with store.engine.connect() as conn:
         return bool(
             conn.execute(
-                sa.select(
-                    sa.exists().where(
-                        t.media_item.c.media_source_id == source_id, t.media_item.c.available
-                    )
-                )
+                sa.select(sa.exists().where(li.media_source_id == source_id, li.available))
             ).scalar_one()
         )
 
 
+def _dump(item: MediaItem) -> dict[str, Any]:
+    """The private snapshot's JSON of an item: every field the project knows."""
+    return item.model_dump(mode="json", exclude_none=True)
+
+
 def _snapshot(conn: sa.Connection, source_id: str) -> dict[str, tuple[bool, dict[str, Any]]]:
+    li = t.library_item.c
     rows = conn.execute(
-        sa.select(t.media_item.c.rating_key, t.media_item.c.available, t.media_item.c.guide).where(
-            t.media_item.c.media_source_id == source_id
-        )
+        sa.select(li.rating_key, li.available, li.item).where(li.media_source_id == source_id)
     )
-    return {row.rating_key: (row.available, row.guide or {}) for row in rows}
+    return {row.rating_key: (row.available, row.item or {}) for row in rows}
 
 
-def _news(guide: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in guide.items() if key not in VOLATILE_FIELDS}
+def _news(item: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in item.items() if key not in VOLATILE_FIELDS}
 
 
-def _upsert() -> Any:
-    stmt = pg_insert(t.media_item)
+def _snapshot_upsert() -> Any:
+    li = t.library_item.c
+    stmt = pg_insert(t.library_item)
     return stmt.on_conflict_do_update(
-        constraint="media_item_source_rating_key",
+        index_elements=[li.media_source_id, li.rating_key],
+        set_={li.item: stmt.excluded.item, li.available: True, li.synced_at: sa.func.now()},
+    )
+
+
+def _airwave_upsert() -> Any:
+    m = t.media_item.c
+    stmt = pg_insert(t.media_item)
+    now = t.utc_now()
+    return stmt.on_conflict_do_update(
+        index_elements=[m.media_source_id, m.rating_key],
         set_={
-            "type": stmt.excluded.type,
-            "title": stmt.excluded.title,
-            "duration_ms": stmt.excluded.duration_ms,
-            "year": stmt.excluded.year,
-            "air_date": stmt.excluded.air_date,
-            "parent_rating_key": stmt.excluded.parent_rating_key,
-            "guide": stmt.excluded.guide,
-            "available": True,
-            "last_synced_at": sa.func.now(),
+            m.type: stmt.excluded.type,
+            m.title: stmt.excluded.title,
+            m.duration_ms: stmt.excluded.duration_ms,
+            m.year: stmt.excluded.year,
+            m.air_date: stmt.excluded.air_date,
+            m.parent_id: stmt.excluded.parent_id,
+            m.guide: stmt.excluded.guide,
+            m.available: True,
+            m.last_synced_at: now,
+            m.updated_at: now,
         },
     )
 

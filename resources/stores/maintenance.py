@@ -4,8 +4,10 @@ Every method that changes a channel's timeline runs in one transaction that firs
 channel row (`SELECT … FOR UPDATE`) and only then reads the tail, the cursor and the pass seams.
 Two maintenance runs touching one channel therefore take turns, and the second one decides on
 what the first one wrote: an extension that finds the runway already long enough does nothing.
-The unique (channel, start) constraint is the backstop under the lock. Pools are resolved from
-Plex before the transaction, so no lock is held across a network call.
+Airwave's `schedule_item` has no unique (channel, start) constraint, so the lock is the only
+guard here, as it is in Airwave. Pools are resolved from Plex before the transaction, so no lock
+is held across a network call. This whole module is standalone mode's: attached to an Airwave
+server, Airwave's own schedule jobs maintain every channel (spec §4.4, §7.4).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -48,14 +50,15 @@ from airwave_dagster.domain.schedule import (
     cursor_from_storage,
     cursor_to_storage,
     extend_needed,
-    resolve_bumper_plan,
 )
 from airwave_dagster.domain.xmltv import GuideChannel, GuideProgramme
 from resources import tables as t
-from resources.stores.channels import AirwaveStore
+from resources.stores.channels import AirwaveStore, BumperSettings, schedule_rows
 
-_ROW_END = t.schedule_item.c.starts_at + sa.func.make_interval(
-    0, 0, 0, 0, 0, 0, t.schedule_item.c.duration_seconds
+_ROW_END = sa.type_coerce(
+    t.schedule_item.c.starts_at
+    + sa.func.make_interval(0, 0, 0, 0, 0, 0, t.schedule_item.c.duration_seconds),
+    t.UtcTimestamp,
 )
 
 
@@ -85,7 +88,7 @@ class ChannelPlan:
 
 
 class MaintenanceStore:
-    """Maintenance reads and writes over the `airwave` schema (see the module docstring)."""
+    """Maintenance reads and writes over Airwave's schedule tables (see the module docstring)."""
 
     def __init__(self, store: AirwaveStore) -> None:
         self.store = store
@@ -95,7 +98,8 @@ class MaintenanceStore:
 
     def _eligible(self) -> sa.ColumnElement[bool]:
         # A claimed row is a build in progress (resources/stores/claims.py): never touch it.
-        return sa.and_(t.channel.c.enabled, t.channel.c.claim_run_id.is_(None))
+        claimed = sa.exists().where(t.channel_claim.c.channel_id == t.channel.c.id)
+        return sa.and_(t.channel.c.enabled, ~claimed)
 
     def channels_to_backfill(self, limit: int) -> list[str]:
         """Enabled channels without a single schedule row, oldest first, at most `limit`."""
@@ -184,7 +188,11 @@ class MaintenanceStore:
     def backfill(
         self, plan: ChannelPlan, pool: Sequence[MediaItem], now: datetime
     ) -> ChannelOutcome:
-        """Lay the 12-hour window of a channel that has no rows (a fresh, windowed build)."""
+        """Lay the 12-hour window of a channel that has no rows (a fresh, windowed build).
+
+        Like Airwave's initial build, it stamps `bumperRev` with the configuration's revision.
+        """
+        bumpers = self.store.bumper_settings()
         with self.store.transaction() as conn:
             if not _lock(conn, plan.id):
                 return _gone(plan)
@@ -198,9 +206,11 @@ class MaintenanceStore:
                 channel_seed=plan.seed,
                 start_at=now,
                 window_seconds=INITIAL_WINDOW_SECONDS,
-                bumpers=_bumpers(plan),
+                bumpers=bumpers.plan_for(plan.bumper_mode),
             )
-            added = self._write(conn, plan, pool, build, cursor=None, keep_marks_before=None)
+            added = self._write(
+                conn, plan, pool, build, cursor=None, keep_marks_before=None, bumpers=bumpers
+            )
             return _outcome(plan, "backfilled", conn=conn, now=now, added=added)
 
     def extend(
@@ -217,6 +227,7 @@ class MaintenanceStore:
         threshold (2 days). Rows that started more than 6 hours ago are pruned in the same
         transaction. An empty pool keeps the old rows until they expire.
         """
+        bumpers = self.store.bumper_settings()
         with self.store.transaction() as conn:
             cursor_row = _lock(conn, plan.id)
             if cursor_row is None:
@@ -242,7 +253,7 @@ class MaintenanceStore:
                 start_at=tail,
                 min_duration_seconds=_target(tail, now, horizon_seconds),
                 cursor=cursor,
-                bumpers=_bumpers(plan),
+                bumpers=bumpers.plan_for(plan.bumper_mode),
             )
             pruned = _prune_channel(conn, plan.id, now)
             added = self._write(conn, plan, pool, build, cursor=cursor, keep_marks_before=tail)
@@ -250,6 +261,7 @@ class MaintenanceStore:
 
     def repair(self, plan: ChannelPlan, pool: Sequence[MediaItem], now: datetime) -> ChannelOutcome:
         """Replace the timeline from its first unplayable upcoming row with a fresh build."""
+        bumpers = self.store.bumper_settings()
         with self.store.transaction() as conn:
             if _lock(conn, plan.id) is None:
                 return _gone(plan)
@@ -260,7 +272,7 @@ class MaintenanceStore:
                 return _outcome(
                     plan, "empty-pool", conn=conn, now=now, detail="the pool is empty: rows kept"
                 )
-            return self._relay_fresh(conn, plan, pool, now, point, "repaired")
+            return self._relay_fresh(conn, plan, pool, now, point, "repaired", bumpers)
 
     def follow(self, plan: ChannelPlan, pool: Sequence[MediaItem], now: datetime) -> ChannelOutcome:
         """Bring a channel in line with its re-resolved pool after a library refresh.
@@ -272,6 +284,7 @@ class MaintenanceStore:
         the laid rows hold no seam, the next extension lays the new pool anyway.
         """
         fingerprint = pool_fingerprint(pool)
+        bumpers = self.store.bumper_settings()
         with self.store.transaction() as conn:
             if _lock(conn, plan.id) is None:
                 return _gone(plan)
@@ -284,7 +297,7 @@ class MaintenanceStore:
                 )
             point = repair_point(_upcoming(conn, plan.id, now), now)
             if point is not None:
-                return self._relay_fresh(conn, plan, pool, now, point, "repaired")
+                return self._relay_fresh(conn, plan, pool, now, point, "repaired", bumpers)
             earliest = now + timedelta(seconds=REPAIR_BUFFER_SECONDS)
             seam = next_seam(marks, earliest)
             tail = _tail(conn, plan.id)
@@ -307,7 +320,7 @@ class MaintenanceStore:
                 start_at=seam.starts_at,
                 min_duration_seconds=_cover(seam.starts_at, tail),
                 cursor=resume,
-                bumpers=_bumpers(plan),
+                bumpers=bumpers.plan_for(plan.bumper_mode),
             )
             added = self._write(
                 conn, plan, pool, build, cursor=resume, keep_marks_before=seam.starts_at
@@ -345,6 +358,7 @@ class MaintenanceStore:
                 .where(self._eligible())
                 .order_by(t.channel.c.number)
             ).all()
+            parent = t.media_item.alias("parent")
             rows = conn.execute(
                 sa.select(
                     t.channel.c.number,
@@ -355,11 +369,12 @@ class MaintenanceStore:
                     t.media_item.c.type,
                     t.media_item.c.year,
                     t.media_item.c.guide,
+                    parent.c.guide.label("parent_guide"),
                 )
                 .select_from(
-                    t.schedule_item.join(
-                        t.channel, t.channel.c.id == t.schedule_item.c.channel_id
-                    ).outerjoin(t.media_item, t.media_item.c.id == t.schedule_item.c.media_item_id)
+                    t.schedule_item.join(t.channel, t.channel.c.id == t.schedule_item.c.channel_id)
+                    .outerjoin(t.media_item, t.media_item.c.id == t.schedule_item.c.media_item_id)
+                    .outerjoin(parent, parent.c.id == t.media_item.c.parent_id)
                 )
                 .where(
                     self._eligible(),
@@ -384,6 +399,7 @@ class MaintenanceStore:
         now: datetime,
         point: datetime,
         status: str,
+        bumpers: BumperSettings,
     ) -> ChannelOutcome:
         tail = _tail(conn, plan.id)
         removed = _delete_from(conn, plan.id, point)
@@ -393,7 +409,7 @@ class MaintenanceStore:
             channel_seed=plan.seed,
             start_at=point,
             min_duration_seconds=_cover(point, tail),
-            bumpers=_bumpers(plan),
+            bumpers=bumpers.plan_for(plan.bumper_mode),
         )
         added = self._write(conn, plan, pool, build, cursor=None, keep_marks_before=point)
         return _outcome(plan, status, conn=conn, now=now, added=added, removed=removed)
@@ -407,30 +423,21 @@ class MaintenanceStore:
         *,
         cursor: ScheduleCursor | None,
         keep_marks_before: datetime | None,
+        bumpers: BumperSettings | None = None,
     ) -> int:
-        """Insert a build's rows, store its cursor, seams and the pool's fingerprint."""
+        """Insert a build's rows, store its cursor, seams and the pool's fingerprint.
+
+        `bumpers` is given for a fresh initial window only: the channel's `bumperRev` is then
+        stamped, as Airwave's initial build does; continuations leave it as it is.
+        """
         used = {e.rating_key for e in build.entries if e.rating_key is not None}
         used |= {e.target_rating_key for e in build.entries if e.target_rating_key is not None}
         items = [item for item in pool if item.rating_key in used]
         ids = self._item_ids(conn, plan.media_source_id, items)
         if build.entries:
-            _copy_rows(
-                conn,
-                [
-                    (
-                        plan.id,
-                        entry.kind,
-                        entry.starts_at,
-                        entry.duration_seconds,
-                        entry.rating_key,
-                        entry.bumper_kind,
-                        ids.get(entry.rating_key or ""),
-                        ids.get(entry.target_rating_key or ""),
-                    )
-                    for entry in build.entries
-                ],
-            )
+            _copy_rows(conn, schedule_rows(plan.id, build, ids))
         seed, index, pos = cursor_to_storage(build.cursor)
+        stamp = {} if bumpers is None else {"bumper_rev": bumpers.rev}
         conn.execute(
             t.channel.update()
             .where(t.channel.c.id == plan.id)
@@ -439,6 +446,7 @@ class MaintenanceStore:
                 schedule_pass_seed=seed,
                 schedule_pass_index=index,
                 schedule_pass_pos=pos,
+                **stamp,
             )
         )
         _, old_marks = _state(conn, plan.id)
@@ -461,8 +469,8 @@ class MaintenanceStore:
 
     def _item_ids(
         self, conn: Connection, source_id: str, items: Sequence[MediaItem]
-    ) -> dict[str, int]:
-        """Media item ids by rating key, writing only the items the cache does not have yet.
+    ) -> dict[str, str]:
+        """Media item ids by rating key, creating only the rows that do not exist yet.
 
         After a library refresh every item is there already, and rewriting ten thousand rows of
         metadata on every extension would be most of its cost. Items Plex has just resolved are
@@ -470,35 +478,25 @@ class MaintenanceStore:
         """
         if not items:
             return {}
+        m = t.media_item.c
         keys = sa.bindparam("keys", [item.rating_key for item in items], type_=pg.ARRAY(sa.Text))
-        found = {
-            row.rating_key: (row.id, row.available)
-            for row in conn.execute(
-                sa.select(t.media_item.c.rating_key, t.media_item.c.id, t.media_item.c.available)
-                .where(t.media_item.c.media_source_id == source_id)
-                .where(t.media_item.c.rating_key == sa.any_(keys))
-            )
-        }
-        stale = [item_id for item_id, available in found.values() if not available]
-        if stale:
-            conn.execute(
-                t.media_item.update()
-                .where(t.media_item.c.id.in_(stale))
-                .values(available=True, last_synced_at=sa.func.now())
-            )
-        ids = {key: item_id for key, (item_id, _) in found.items()}
-        missing = [item for item in items if item.rating_key not in ids]
-        if missing:
-            # The repository's upsert, so new item rows look the same whoever wrote them.
-            ids.update(self.store._upsert_media_items(conn, source_id, missing))
-        return ids
+        conn.execute(
+            t.media_item.update()
+            .where(m.media_source_id == source_id, m.rating_key == sa.any_(keys))
+            .where(m.available.is_(False))
+            .values(available=True, last_synced_at=t.utc_now())
+        )
+        # The repository's create-only gap-fill, so new rows look the same whoever wrote them.
+        return self.store.media_item_ids(conn, source_id, items)
 
 
 _COPY_COLUMNS = (
+    "id",
     "channel_id",
     "kind",
     "starts_at",
     "duration_seconds",
+    "start_offset_seconds",
     "rating_key",
     "bumper_kind",
     "media_item_id",
@@ -510,32 +508,32 @@ def _copy_text(value: object) -> str:
     if value is None:
         return "\\N"
     if isinstance(value, datetime):
-        return value.isoformat()
+        # Airwave's columns hold the UTC wall clock without a zone (spec §2.2).
+        return value.astimezone(UTC).replace(tzinfo=None).isoformat()
     text = str(value)
     return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
-def _copy_rows(conn: Connection, rows: Sequence[tuple[object, ...]]) -> None:
+def _copy_rows(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     """Insert schedule rows with COPY: a week of a large pool is thousands of rows per channel.
 
-    COPY runs in the caller's transaction and still checks every constraint, the unique
-    (channel, start) one included; a driver without COPY gets an ordinary multi-row insert.
+    COPY runs in the caller's transaction and still checks every constraint; a driver without
+    COPY gets an ordinary multi-row insert.
     """
     raw = conn.connection.dbapi_connection
     cursor = raw.cursor() if raw is not None else None
     if cursor is None or not hasattr(cursor, "copy_expert"):
-        conn.execute(
-            t.schedule_item.insert(), [dict(zip(_COPY_COLUMNS, r, strict=True)) for r in rows]
-        )
+        conn.execute(t.schedule_item.insert(), list(rows))
         return
     buffer = io.StringIO()
     for row in rows:
-        buffer.write("\t".join(_copy_text(value) for value in row))
+        buffer.write("\t".join(_copy_text(row[key]) for key in _COPY_COLUMNS))
         buffer.write("\n")
     buffer.seek(0)
-    columns = ", ".join(_COPY_COLUMNS)
+    table = t.schedule_item
+    columns = ", ".join(f'"{table.c[key].name}"' for key in _COPY_COLUMNS)
     try:
-        cursor.copy_expert(f"COPY {t.SCHEMA}.schedule_item ({columns}) FROM STDIN", buffer)
+        cursor.copy_expert(f"COPY {table.schema}.{table.name} ({columns}) FROM STDIN", buffer)
     finally:
         cursor.close()
 
@@ -624,10 +622,6 @@ def _save_state(
     conn.execute(stmt.on_conflict_do_update(index_elements=["channel_id"], set_=values))
 
 
-def _bumpers(plan: ChannelPlan) -> Any:
-    return resolve_bumper_plan(plan.bumper_mode, enabled=True)
-
-
 def _target(tail: datetime, now: datetime, horizon_seconds: int) -> int:
     """Seconds to lay from the tail so the timeline reaches `horizon` past now."""
     return max(horizon_seconds, math.ceil((now - tail).total_seconds()) + horizon_seconds)
@@ -670,7 +664,8 @@ def _gone(plan: ChannelPlan) -> ChannelOutcome:
 
 
 def _programme(row: Any) -> GuideProgramme:
-    guide: dict[str, Any] = row.guide or {}
+    # Airwave's merge (spec §4.2): the show's GuideMeta, then every key the item has itself.
+    guide: dict[str, Any] = {**(row.parent_guide or {}), **(row.guide or {})}
     episode = row.type == "episode"
     title = row.title or row.rating_key or "Unknown"
     start: datetime = row.starts_at
@@ -678,12 +673,12 @@ def _programme(row: Any) -> GuideProgramme:
         channel_number=row.number,
         start=start,
         stop=start + timedelta(seconds=row.duration_seconds),
-        title=(guide.get("show_title") or title) if episode else title,
-        sub_title=title if episode and guide.get("show_title") else None,
+        title=(guide.get("showTitle") or title) if episode else title,
+        sub_title=title if episode and guide.get("showTitle") else None,
         description=guide.get("summary"),
         year=row.year,
         season=guide.get("season") if episode else None,
         episode=guide.get("episode") if episode else None,
         categories=tuple(guide.get("genres") or ()),
-        content_rating=guide.get("content_rating"),
+        content_rating=guide.get("contentRating"),
     )

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from typing import Any
 
+import sqlalchemy as sa
+
+from airwave_dagster.domain.guide_meta import media_item_values
 from airwave_dagster.domain.library import MediaItem
+from resources.tables import new_id
+
+__all__ = ["STORE_LOG", "TRACE_JSON_LIMIT", "cap_json", "keyed", "media_item_row", "new_id"]
 
 STORE_LOG = logging.getLogger("dagster.builtin.airwave_stores")
 """Where stores report what they swallow. It is the logger `dagster.get_dagster_logger` would
@@ -16,11 +21,6 @@ hand out under that name, so an op's event log captures it, without the stores i
 
 TRACE_JSON_LIMIT = 200_000
 """Trace payloads whose JSON exceeds this many characters are replaced by a truncation note."""
-
-
-def new_id() -> str:
-    """An opaque, collision-resistant row id."""
-    return uuid.uuid4().hex
 
 
 def cap_json(value: object) -> object:
@@ -34,22 +34,15 @@ def cap_json(value: object) -> object:
     return json.loads(text)
 
 
-def media_guide(item: MediaItem) -> dict[str, Any]:
-    """What a media item row keeps of the item for the guide (every known field)."""
-    return item.model_dump(mode="json", exclude_none=True)
+def keyed(row: sa.Row[Any], table: sa.Table) -> dict[str, Any]:
+    """A row of `select(table)` as a dict by the columns' Python keys (`media_source_id`).
+
+    `dict(row._mapping)` would use the SQL names, Airwave's camelCase ones.
+    """
+    mapping = row._mapping
+    return {column.key: mapping[column] for column in table.c}
 
 
 def media_item_row(source_id: str, item: MediaItem) -> dict[str, Any]:
-    """The `airwave.media_item` row of an item, available, as every writer stores it."""
-    return {
-        "media_source_id": source_id,
-        "rating_key": item.rating_key,
-        "type": item.type,
-        "title": item.title,
-        "duration_ms": item.duration_ms,
-        "year": item.year,
-        "air_date": item.originally_available_at,
-        "parent_rating_key": item.show_rating_key,
-        "guide": media_guide(item),
-        "available": True,
-    }
+    """Airwave's `media_item` row of an item (no `parentId`: that is the show row's id)."""
+    return {"media_source_id": source_id, **media_item_values(item)}

@@ -169,7 +169,7 @@ def test_import_survives_a_daemon_restart_mid_run(stack: dict[str, Any]) -> None
     engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(sa.text("SELECT number, enabled FROM airwave.channel")).all()
+            rows = conn.execute(sa.text("SELECT number, enabled FROM public.channel")).all()
     finally:
         engine.dispose()
     planned = sorted(c["number"] for c in lineups.genre_lineup(CHANNELS)["channels"])

@@ -39,14 +39,14 @@ def test_a_crash_mid_fan_out_then_resume_pays_only_for_unbuilt_channels(
     with store.engine.begin() as conn:
         conn.execute(
             sa.text(
-                "CREATE FUNCTION airwave.refuse_1002() RETURNS trigger LANGUAGE plpgsql AS "
+                "CREATE FUNCTION airwave_dagster.refuse_1002() RETURNS trigger LANGUAGE plpgsql AS "
                 "$$ BEGIN RAISE EXCEPTION 'injected fault for channel 1002'; END $$"
             )
         )
         conn.execute(
             sa.text(
-                "CREATE TRIGGER refuse_1002 BEFORE INSERT ON airwave.channel FOR EACH ROW "
-                "WHEN (NEW.number = 1002) EXECUTE FUNCTION airwave.refuse_1002()"
+                "CREATE TRIGGER refuse_1002 BEFORE INSERT ON public.channel FOR EACH ROW "
+                "WHEN (NEW.number = 1002) EXECUTE FUNCTION airwave_dagster.refuse_1002()"
             )
         )
     try:
@@ -54,8 +54,8 @@ def test_a_crash_mid_fan_out_then_resume_pays_only_for_unbuilt_channels(
         assert not ok
     finally:
         with store.engine.begin() as conn:
-            conn.execute(sa.text("DROP TRIGGER refuse_1002 ON airwave.channel"))
-            conn.execute(sa.text("DROP FUNCTION airwave.refuse_1002()"))
+            conn.execute(sa.text("DROP TRIGGER refuse_1002 ON public.channel"))
+            conn.execute(sa.text("DROP FUNCTION airwave_dagster.refuse_1002()"))
     parent_workers = [
         channel_name(r.body) for r in stub.logical_calls() if r.body and not is_planner(r.body)
     ]

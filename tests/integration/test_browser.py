@@ -60,7 +60,7 @@ def _wait_run_event(ui: UI, event: str) -> None:
 
 
 def _channels(database_url: str) -> list[int]:
-    rows = query(database_url, "SELECT number FROM airwave.channel WHERE enabled ORDER BY number")
+    rows = query(database_url, "SELECT number FROM public.channel WHERE enabled ORDER BY number")
     return [row.number for row in rows]
 
 
@@ -117,14 +117,14 @@ def test_a_failing_channel_names_itself_its_cause_and_the_resume_command(
     with engine.begin() as conn:
         conn.execute(
             sa.text(
-                "CREATE FUNCTION airwave.refuse_101() RETURNS trigger LANGUAGE plpgsql AS "
+                "CREATE FUNCTION airwave_dagster.refuse_101() RETURNS trigger LANGUAGE plpgsql AS "
                 "$$ BEGIN RAISE EXCEPTION 'injected fault for channel 101'; END $$"
             )
         )
         conn.execute(
             sa.text(
-                "CREATE TRIGGER refuse_101 BEFORE INSERT ON airwave.channel FOR EACH ROW "
-                "WHEN (NEW.number = 101) EXECUTE FUNCTION airwave.refuse_101()"
+                "CREATE TRIGGER refuse_101 BEFORE INSERT ON public.channel FOR EACH ROW "
+                "WHEN (NEW.number = 101) EXECUTE FUNCTION airwave_dagster.refuse_101()"
             )
         )
     try:
@@ -133,8 +133,8 @@ def test_a_failing_channel_names_itself_its_cause_and_the_resume_command(
         _wait_run_event(ui, "RUN_FAILURE")
     finally:
         with engine.begin() as conn:
-            conn.execute(sa.text("DROP TRIGGER refuse_101 ON airwave.channel"))
-            conn.execute(sa.text("DROP FUNCTION airwave.refuse_101()"))
+            conn.execute(sa.text("DROP TRIGGER refuse_101 ON public.channel"))
+            conn.execute(sa.text("DROP FUNCTION airwave_dagster.refuse_101()"))
         engine.dispose()
     ui.shot("run-failed")
     failure = ui.page.locator("div", has_text=re.compile(r"channel 101 .*failed")).last

@@ -221,6 +221,6 @@ def test_ai_lineup_with_a_worker_killed_mid_build_pays_no_finished_build_twice(
 def _channel_names(database_url: str) -> dict[int, str]:
     """Enabled channels by number (each number once: it is the table's unique key)."""
     rows = query(
-        database_url, "SELECT number, name FROM airwave.channel WHERE enabled ORDER BY number"
+        database_url, "SELECT number, name FROM public.channel WHERE enabled ORDER BY number"
     )
     return {row.number: row.name for row in rows}

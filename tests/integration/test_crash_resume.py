@@ -22,7 +22,7 @@ from airwave_dagster.durability.run_launcher import worker_pid
 from tests.support import lineups
 from tests.support.dagster_dev import REEXECUTE, Dev, wait_for
 from tests.support.homes import query
-from tests.support.standalone import claim_ledger
+from tests.support.standalone import CHANNELS_WITH_CLAIMS, claim_ledger
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 
@@ -70,9 +70,7 @@ def _assert_complete(dev: Dev, database_url: str, root_run_id: str, *, killed: i
     run_ids = [r.run_id for r in tree]
     final = max(tree, key=lambda r: dev.instance.get_run_record_by_id(r.run_id).create_timestamp)
     assert final.status == dg.DagsterRunStatus.SUCCESS, [(r.run_id, r.status) for r in tree]
-    channels = query(
-        database_url, "SELECT number, enabled, claim_run_id FROM airwave.channel ORDER BY number"
-    )
+    channels = query(database_url, CHANNELS_WITH_CLAIMS + " ORDER BY c.number")
     work = claim_ledger(database_url, run_ids)
     planned = sorted(c["number"] for c in _lineup()["channels"])
     assert [row.number for row in channels] == planned, "every planned channel exactly once"

@@ -185,7 +185,7 @@ def test_cancel_running_finished_and_canceled_runs(
     engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
     with engine.connect() as conn:
         claims = conn.execute(
-            sa.text("SELECT count(*) FROM airwave.channel WHERE claim_run_id IS NOT NULL")
+            sa.text("SELECT count(*) FROM airwave_dagster.channel_claim")
         ).scalar_one()
     engine.dispose()
     assert claims == 0

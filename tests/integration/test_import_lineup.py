@@ -270,7 +270,7 @@ def test_export_import_export_round_trip(env, tmp_path: Path, database_url: str)
     exported = lineups.write(tmp_path, first, "export.json")
     parse_lineup(exported.read_bytes(), source="export.json")
     with store.engine.begin() as conn:
-        conn.execute(sa.text("TRUNCATE airwave.channel, airwave.channel_package CASCADE"))
+        conn.execute(sa.text("TRUNCATE public.channel, public.channel_package CASCADE"))
 
     assert _run(instance, _config(exported))[0]
     second = json.loads(dump_lineup(store.export_lineup()))
@@ -288,14 +288,14 @@ def test_reexecution_from_failure_rebuilds_only_the_failed_channel(env, tmp_path
     with store.engine.begin() as conn:
         conn.execute(
             sa.text(
-                "CREATE FUNCTION airwave.refuse_103() RETURNS trigger LANGUAGE plpgsql AS "
+                "CREATE FUNCTION airwave_dagster.refuse_103() RETURNS trigger LANGUAGE plpgsql AS "
                 "$$ BEGIN RAISE EXCEPTION 'injected fault for channel 103'; END $$"
             )
         )
         conn.execute(
             sa.text(
-                "CREATE TRIGGER refuse_103 BEFORE INSERT ON airwave.channel FOR EACH ROW "
-                "WHEN (NEW.number = 103) EXECUTE FUNCTION airwave.refuse_103()"
+                "CREATE TRIGGER refuse_103 BEFORE INSERT ON public.channel FOR EACH ROW "
+                "WHEN (NEW.number = 103) EXECUTE FUNCTION airwave_dagster.refuse_103()"
             )
         )
     try:
@@ -303,8 +303,8 @@ def test_reexecution_from_failure_rebuilds_only_the_failed_channel(env, tmp_path
         assert not ok
     finally:
         with store.engine.begin() as conn:
-            conn.execute(sa.text("DROP TRIGGER refuse_103 ON airwave.channel"))
-            conn.execute(sa.text("DROP FUNCTION airwave.refuse_103()"))
+            conn.execute(sa.text("DROP TRIGGER refuse_103 ON public.channel"))
+            conn.execute(sa.text("DROP FUNCTION airwave_dagster.refuse_103()"))
 
     with dg.execute_job(
         dg.reconstructable(import_lineup_job),

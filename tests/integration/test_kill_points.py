@@ -88,12 +88,13 @@ def _channels(database_url: str) -> dict[int, Any]:
     """Each channel row with its definition and schedule counts, by number."""
     rows = query(
         database_url,
-        "SELECT c.number, c.enabled, c.claim_run_id, "
-        "(SELECT count(*) FROM airwave.channel_definition d "
-        " WHERE d.channel_id = c.id) AS definitions, "
-        "(SELECT count(*) FROM airwave.schedule_item s "
-        " WHERE s.channel_id = c.id) AS slots "
-        "FROM airwave.channel c ORDER BY c.number",
+        "SELECT c.number, c.enabled, k.run_id AS claim_run_id, "
+        "(SELECT count(*) FROM public.channel_definition d "
+        ' WHERE d."channelId" = c.id) AS definitions, '
+        "(SELECT count(*) FROM public.schedule_item s "
+        ' WHERE s."channelId" = c.id) AS slots '
+        "FROM public.channel c "
+        "LEFT JOIN airwave_dagster.channel_claim k ON k.channel_id = c.id ORDER BY c.number",
     )
     return {row.number: row for row in rows}
 

@@ -37,6 +37,7 @@ from tests.support.own_postgres import OwnPostgres
 from tests.support.schemas import fresh_schema
 from tests.support.standalone import (
     CHANNELS,
+    CHANNELS_WITH_CLAIMS,
     airwave,
     assert_exactly_once,
     build_keys,
@@ -159,14 +160,12 @@ def test_ten_imports_at_once_through_the_queue(fresh: Dev, database_url: str) ->
     engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(
-                sa.text("SELECT number, name, enabled, claim_run_id FROM airwave.channel")
-            ).all()
+            rows = conn.execute(sa.text(CHANNELS_WITH_CLAIMS)).all()
             work = Counter(
                 conn.execute(
                     sa.text(
-                        "SELECT channel_name FROM airwave.import_trace "
-                        "WHERE run_id = ANY(:ids) AND phase = 'claim'"
+                        'SELECT "channelName" FROM public.import_trace '
+                        """WHERE "runId" = ANY(:ids) AND phase = 'claim'"""
                     ),
                     {"ids": run_ids},
                 ).scalars()

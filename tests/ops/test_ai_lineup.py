@@ -14,6 +14,7 @@ from airwave_dagster.domain.ai.lineup_checks import above_ceiling, audience_of, 
 from resources import tables as t
 from resources.stores.ai import AiStore
 from resources.stores.approvals import ApprovalStore
+from resources.stores.rows import keyed
 from tests.fakes.scripted_model import ScriptedModel, genre_channel, small_plan
 from tests.support.ai import insert_items, lineup_config
 
@@ -51,7 +52,11 @@ def _report(ai: AiStore, run_id: str) -> dict[str, Any]:
 
 def _rows(store, table: sa.Table, *where: Any) -> list[dict[str, Any]]:
     with store.engine.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(sa.select(table).where(*where))]
+        return [keyed(r, table) for r in conn.execute(sa.select(table).where(*where))]
+
+
+def stores_claimed(store, channel_id: str) -> bool:
+    return bool(_rows(store, t.channel_claim, t.channel_claim.c.channel_id == channel_id))
 
 
 def _ai_channels(store) -> list[dict[str, Any]]:
@@ -76,7 +81,7 @@ def test_offline_provider_builds_twenty_verified_channels(
     result = _run(dagster_instance, lineup_config(provider="offline", limit=20), snapshot=False)
 
     assert result.success
-    assert store.counts()["media_items"] == len(items)
+    assert store.counts()["snapshot_items"] == len(items)
     synced = [
         e
         for e in result.all_events
@@ -100,7 +105,7 @@ def test_offline_provider_builds_twenty_verified_channels(
     assert len(channels) == len(report["built"])
     young = []
     for channel in channels:
-        assert channel["enabled"] and channel["claim_run_id"] is None
+        assert channel["enabled"] and not stores_claimed(store, channel["id"])
         definitions = sorted(
             _rows(store, t.channel_definition, t.channel_definition.c.channel_id == channel["id"]),
             key=lambda d: d["sort_index"],

@@ -15,6 +15,7 @@ from airwave_dagster.run_tags import AWAITING_APPROVAL_TAG
 from resources import tables as t
 from resources.stores.ai import AiStore
 from resources.stores.approvals import ApprovalStore
+from resources.stores.rows import keyed
 from tests.fakes.scripted_model import ScriptedModel, is_planner, small_plan
 from tests.support.ai import lineup_config
 
@@ -110,7 +111,7 @@ def test_a_second_lineup_stops_at_the_gate_with_the_exact_diff_and_writes_nothin
 def _ai_channels(store) -> list[dict[str, Any]]:
     with store.engine.connect() as conn:
         return [
-            dict(r._mapping)
+            keyed(r, t.channel)
             for r in conn.execute(sa.select(t.channel).where(t.channel.c.ai_generated.is_(True)))
         ]
 

@@ -22,6 +22,7 @@ from resources.llm import LlmResource
 from resources.plex import PlexClient
 from resources.stores.ai import AiStore
 from resources.stores.claims import ChannelClaims, Claimant
+from resources.stores.rows import keyed
 from tests.fakes.scripted_model import ScriptedModel, small_plan
 from tests.support.ai import STUB_KEY_ENV
 
@@ -69,7 +70,7 @@ SHARED = SharedContext.of("LIBRARY CONTEXT\n" + "genre: Drama, Comedy\n" * 50)
 
 def _channels(store) -> list[dict[str, Any]]:
     with store.engine.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(sa.select(t.channel))]
+        return [keyed(r, t.channel) for r in conn.execute(sa.select(t.channel))]
 
 
 def test_duplicate_starts_of_one_build_do_the_model_work_once(
@@ -107,7 +108,7 @@ def test_duplicate_starts_of_one_build_do_the_model_work_once(
     assert "adopted" in (results[2].reason or "")
     assert len(stub.logical_calls()) == 2  # one build's preview + commit, not two
     rows = _channels(store)
-    assert len(rows) == 1 and rows[0]["enabled"] and rows[0]["claim_run_id"] is None
+    assert len(rows) == 1 and rows[0]["enabled"] and ChannelClaims(store.engine).open_claims() == []
 
 
 def test_plex_failing_mid_build_fails_that_build_and_releases_its_claim(

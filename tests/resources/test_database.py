@@ -93,10 +93,10 @@ def test_schedule_write_replaces_rows_and_stores_the_cursor(store, stores) -> No
     )
 
     assert store.write_schedule(
-        channel_id, source_id=source, shuffle_seed=7, build=build, pool=pool
+        channel_id, source_id=source, shuffle_seed=7, build=build, pool=pool, bumper_rev=0
     ) == len(build.entries)
     rows = store.write_schedule(
-        channel_id, source_id=source, shuffle_seed=7, build=build, pool=pool
+        channel_id, source_id=source, shuffle_seed=7, build=build, pool=pool, bumper_rev=0
     )
 
     with store.engine.connect() as conn:

@@ -44,21 +44,30 @@ def write_snapshot(store: Any, plex_url: str, libraries: list[Any], items: list[
     insert_items(store, source_id, items)
     with store.transaction() as conn:  # what a complete snapshot records
         conn.execute(
-            t.media_source.update()
-            .where(t.media_source.c.id == source_id)
-            .values(library_synced_at=sa.func.now())
+            t.source_state.insert().values(
+                media_source_id=source_id, library_synced_at=sa.func.now()
+            )
         )
     return source_id
 
 
 def insert_items(store: Any, source_id: str, items: list[Any]) -> None:
-    """Write media item rows as a snapshot (or a schedule write) would."""
+    """Write the private snapshot's items and Airwave's rows, as a library refresh would."""
     from resources import tables as t
     from resources.stores.rows import media_item_row
 
     rows = [media_item_row(source_id, item) for item in items]
+    snapshot = [
+        {
+            "media_source_id": source_id,
+            "rating_key": item.rating_key,
+            "item": item.model_dump(mode="json", exclude_none=True),
+        }
+        for item in items
+    ]
     with store.transaction() as conn:
         conn.execute(t.media_item.insert(), rows)
+        conn.execute(t.library_item.insert(), snapshot)
 
 
 @pytest.fixture(scope="session")

@@ -28,9 +28,7 @@ def create_channel(
         number=planned.assigned_number,
         claimant=claimant,
         signature=planned.signature,
-        values=store.channel_values(
-            planned, source_id=source_id, package_id=package_id, run_id=run_id
-        ),
+        values=store.channel_values(planned, source_id=source_id, package_id=package_id),
     )
     if outcome.kind != "claimed" or outcome.channel_id is None:
         return ChannelCreation(

@@ -98,7 +98,14 @@ def lay_window(
         window_seconds=window_seconds,
         bumpers=bumpers,
     )
-    store.write_schedule(channel_id, source_id=source_id, shuffle_seed=seed, build=build, pool=pool)
+    store.write_schedule(
+        channel_id,
+        source_id=source_id,
+        shuffle_seed=seed,
+        build=build,
+        pool=pool,
+        bumper_rev=store.bumper_settings().rev,
+    )
     return build
 
 

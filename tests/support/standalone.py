@@ -90,6 +90,13 @@ def build_keys(
     }
 
 
+CHANNELS_WITH_CLAIMS = (
+    "SELECT c.number, c.name, c.enabled, k.run_id AS claim_run_id FROM public.channel c "
+    "LEFT JOIN airwave_dagster.channel_claim k ON k.channel_id = c.id"
+)
+"""Every channel row with the run holding its claim (NULL: not claimed); add WHERE/ORDER BY."""
+
+
 def channel_number(step_key: str) -> int:
     """The channel number of a build step key (`build_channel[ch_103]` → 103)."""
     return int(step_key.split("[ch_")[1].rstrip("]"))
@@ -99,8 +106,8 @@ def claim_ledger(database_url: str, run_ids: list[str]) -> Counter[int]:
     """Attempts per channel that started its expensive part (the importer's claim rows)."""
     rows = query(
         database_url,
-        "SELECT channel_number FROM airwave.import_trace "
-        "WHERE run_id = ANY(:ids) AND phase = 'claim'",
+        'SELECT "channelNumber" AS channel_number FROM public.import_trace '
+        """WHERE "runId" = ANY(:ids) AND phase = 'claim'""",
         {"ids": run_ids},
     )
     return Counter(row.channel_number for row in rows)
@@ -183,9 +190,7 @@ def assert_exactly_once(
     on; the ledger then proves no repeat, not that every build was recorded.
     """
     planned = sorted(c["number"] for c in lineups.genre_lineup(CHANNELS)["channels"])
-    channels = query(
-        database_url, "SELECT number, enabled, claim_run_id FROM airwave.channel ORDER BY number"
-    )
+    channels = query(database_url, CHANNELS_WITH_CLAIMS + " ORDER BY c.number")
     work = claim_ledger(database_url, run_ids)
     assert [row.number for row in channels] == planned, "every planned channel exactly once"
     assert all(row.enabled for row in channels)
@@ -204,7 +209,7 @@ def claims_held(database_url: str, run_id: str) -> int:
     """Channel rows still claimed by `run_id`."""
     rows = query(
         database_url,
-        "SELECT count(*) AS n FROM airwave.channel WHERE claim_run_id = :run",
+        "SELECT count(*) AS n FROM airwave_dagster.channel_claim WHERE run_id = :run",
         {"run": run_id},
     )
     return int(rows[0].n)

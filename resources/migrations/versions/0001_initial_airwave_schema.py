@@ -18,6 +18,8 @@ depends_on = None
 
 def upgrade() -> None:
     """Apply this revision."""
+    # The project's first layout lived in its own schema; 0008 moves everything out of it.
+    op.execute('CREATE SCHEMA IF NOT EXISTS "airwave"')
     op.create_table(
         "channel_package",
         sa.Column("id", sa.Text(), nullable=False),
