@@ -41,7 +41,7 @@ LEGACY_SCHEMA = "airwave"
 """The project's layout before Airwave's tables (migrations 0001-0007); 0008 moves it away."""
 
 UTC_SESSION: dict[str, str] = {"options": "-c TimeZone=UTC"}
-"""psycopg2 connect arguments of every engine that touches Airwave's tables (spec §2.2): the
+"""psycopg2 connect arguments of every engine that touches Airwave's tables (§2.2): the
 session's TimeZone is UTC, so `CURRENT_TIMESTAMP` defaults and `now()` comparisons against
 `TIMESTAMP(3)` columns mean UTC whatever the server or role is set to."""
 
@@ -95,7 +95,7 @@ class UtcTimestamp(sa.types.TypeDecorator[datetime]):
     """Airwave's `TIMESTAMP(3) WITHOUT TIME ZONE` holding UTC wall-clock time.
 
     Aware datetimes are converted to UTC and stripped of their zone before they are bound, so the
-    session's `TimeZone` never shifts them (spec §2.2); values read back are returned aware, in
+    session's `TimeZone` never shifts them (§2.2); values read back are returned aware, in
     UTC. A naive datetime is refused: its instant would be a guess.
     """
 
@@ -198,7 +198,7 @@ def _true() -> sa.TextClause:
     return sa.text("true")
 
 
-# -- Airwave's tables (spec §3) -------------------------------------------------------------------
+# -- Airwave's tables (§3) -------------------------------------------------------------------
 
 user = _airwave(
     "user",
@@ -225,7 +225,7 @@ media_source = _airwave(
     _col("remoteUrl", sa.Text),
     _col("relayUrl", sa.Text),
     _col("machineIdentifier", sa.Text),
-    # Encrypted by Airwave (spec §6.1); standalone stores '' and reads PLEX_TOKEN instead.
+    # Encrypted by Airwave (§6.1); standalone stores '' and reads PLEX_TOKEN instead.
     _col("token", sa.Text, nullable=False),
     _col("clientIdentifier", sa.Text),
     _col("webAppUrl", sa.Text),
@@ -270,7 +270,7 @@ media_item = _airwave(
     _col("year", sa.Integer),
     _col("airDate", sa.Text),
     _col("parentId", sa.Text, _fk("media_item_parentId_fkey", "media_item.id", "SET NULL")),
-    # GuideMeta, camelCase, absent keys left out (resources/guide_meta.py).
+    # GuideMeta, camelCase, absent keys left out (airwave_dagster/domain/guide_meta.py).
     _col("guide", pg.JSONB, nullable=False),
     _col("available", sa.Boolean, nullable=False, server_default=_true()),
     _col("lastSyncedAt", UtcTimestamp, nullable=False, server_default=sa.text("CURRENT_TIMESTAMP")),
@@ -545,7 +545,7 @@ channel_claim = _private(
 )
 
 # Which channels this project created, with the content signature they were created with: a
-# retry recognises its own earlier attempt by it (spec §7.3), and nothing else is ever adopted.
+# retry recognises its own earlier attempt by it (§7.3), and nothing else is ever adopted.
 channel_origin = _private(
     "channel_origin",
     sa.Column("channel_id", sa.Text, _private_fk("channel.id"), primary_key=True),
@@ -562,7 +562,7 @@ source_state = _private(
 )
 
 # The full library snapshot: every item as the project resolved it, with complete tag lists
-# (Airwave's `media_item.guide` keeps only the first few tags, spec §3.5). The AI profile and
+# (Airwave's `media_item.guide` keeps only the first few tags, §3.5). The AI profile and
 # in-memory filter evaluation read this; Airwave's rows are what its server reads.
 library_item = _private(
     "library_item",

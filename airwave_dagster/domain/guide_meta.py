@@ -45,7 +45,7 @@ def added_at_text(value: str | None) -> str | None:
 
 
 def guide_meta(item: MediaItem) -> dict[str, Any]:
-    """The item's GuideMeta: camelCase keys, absent values left out (spec §3.5).
+    """The item's GuideMeta: camelCase keys, absent values left out (§3.5).
 
     Args:
         item: A movie, episode or show as the project resolved it (full tag lists).

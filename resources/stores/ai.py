@@ -105,7 +105,8 @@ class AiStore:
             if isinstance(fields.get(key), str):
                 fields[key] = fields[key][:TRACE_TEXT_LIMIT]
         fields.setdefault("finished_at", datetime.now(UTC))
-        # Airwave's table has no place for these (spec §3.10): they go to a private row.
+        # Airwave's table has no place for these (docs/reference/airwave-database.md §3.10):
+        # they go to a private row.
         private = {key: fields.pop(key, None) for key in ("cost_usd", "context_sha256")}
         trace_id = new_id()
         try:

@@ -56,7 +56,10 @@ class PackagesOutcome:
 
 @dataclass(frozen=True)
 class BumperSettings:
-    """Airwave's global bumper configuration as a schedule build reads it (spec §3.8, §5.4)."""
+    """Airwave's global bumper configuration as a schedule build reads it.
+
+    docs/reference/airwave-database.md §3.8, §5.4.
+    """
 
     enabled: bool
     rev: int
@@ -417,7 +420,7 @@ class AirwaveStore:
     ) -> dict[str, str]:
         """Ids of the items' `media_item` rows by rating key, creating only the missing ones.
 
-        Airwave's gap-fill (spec §5.4): an episode is linked to its show's row (`parentId`) when
+        Airwave's gap-fill (§5.4): an episode is linked to its show's row (`parentId`) when
         that row exists; existing rows keep their id and content, whoever wrote them.
         """
         if not items:

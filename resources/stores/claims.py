@@ -9,7 +9,7 @@ one inserts the row and the other finds it. What the loser does depends on what 
 
 - a committed row this project created with the same content signature → an earlier attempt
   already did the work: adopt it (``existing``), never redo it (a row with no origin row is not
-  the project's, whatever it contains: spec §7.3);
+  the project's, whatever it contains: docs/reference/airwave-database.md §7.3);
 - a live claim with the same signature → another attempt (a retry, a resumed run, or an orphaned
   step process of a crashed run) is doing the work right now: wait for it to commit (then adopt)
   or to release (then claim);

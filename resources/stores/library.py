@@ -1,10 +1,11 @@
 """The library snapshot: every playable Plex item, mirrored privately and into Airwave's rows.
 
-Standalone mode is its own metadata sync (Airwave's 03:00 job, spec §4.4): each refresh keeps
-the full items in the private snapshot (`airwave_dagster.library_item`, complete tag lists, what
-filters and the AI profile read) and upserts Airwave's `media_item` rows the way Airwave's sync
-does: shows, then episodes linked to their show (`parentId`) and movies, metadata overwritten,
-marked available; rows of the source that Plex no longer lists are marked unavailable.
+Standalone mode is its own metadata sync (Airwave's 03:00 job, docs/reference/airwave-database.md
+§4.4): each refresh keeps the full items in the private snapshot (`airwave_dagster.library_item`,
+complete tag lists, what filters and the AI profile read) and upserts Airwave's `media_item` rows
+the way Airwave's sync does: shows, then episodes linked to their show (`parentId`) and movies,
+metadata overwritten, marked available; rows of the source that Plex no longer lists are marked
+unavailable.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ what the first one wrote: an extension that finds the runway already long enough
 Airwave's `schedule_item` has no unique (channel, start) constraint, so the lock is the only
 guard here, as it is in Airwave. Pools are resolved from Plex before the transaction, so no lock
 is held across a network call. This whole module is standalone mode's: attached to an Airwave
-server, Airwave's own schedule jobs maintain every channel (spec §4.4, §7.4).
+server, Airwave's own schedule jobs maintain every channel
+(docs/reference/airwave-database.md §4.4, §7.4).
 """
 
 from __future__ import annotations
@@ -508,7 +509,7 @@ def _copy_text(value: object) -> str:
     if value is None:
         return "\\N"
     if isinstance(value, datetime):
-        # Airwave's columns hold the UTC wall clock without a zone (spec §2.2).
+        # Airwave's columns hold the UTC wall clock without a zone (§2.2).
         return value.astimezone(UTC).replace(tzinfo=None).isoformat()
     text = str(value)
     return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
@@ -664,7 +665,7 @@ def _gone(plan: ChannelPlan) -> ChannelOutcome:
 
 
 def _programme(row: Any) -> GuideProgramme:
-    # Airwave's merge (spec §4.2): the show's GuideMeta, then every key the item has itself.
+    # Airwave's merge (§4.2): the show's GuideMeta, then every key the item has itself.
     guide: dict[str, Any] = {**(row.parent_guide or {}), **(row.guide or {})}
     episode = row.type == "episode"
     title = row.title or row.rating_key or "Unknown"

@@ -1,13 +1,13 @@
 """Airwave's table shapes as expected data, a reader of a live schema's catalog, and their diff.
 
-The expected side is written from `../shared/spec/airwave-database.md` §2-§3 and then checked
-against a database built from Airwave's own eight Prisma migrations (commit 8ddc77cf). Every
-value is spelled the way PostgreSQL reports it back, not the way DDL writes it: `format_type`
-for types (`timestamp(3) without time zone`, `"OrderingStrategy"` with its quotes),
-`pg_get_expr` for defaults (`'title'::text`, `'SHUFFLE'::"OrderingStrategy"`), `pg_get_indexdef`
-and `pg_get_constraintdef` for definitions. The reader runs with `search_path` set to the schema
-it reads, so those strings carry no schema prefix except in index definitions, which always
-qualify their table.
+The expected side is written from a specification of Airwave v0.11.73 (summarised in
+`docs/reference/airwave-database.md` §2-§3) and then checked against a database built from Airwave's
+own eight Prisma migrations (commit 8ddc77cf). Every value is spelled the way PostgreSQL reports it
+back, not the way DDL writes it: `format_type` for types (`timestamp(3) without time zone`,
+`"OrderingStrategy"` with its quotes), `pg_get_expr` for defaults (`'title'::text`,
+`'SHUFFLE'::"OrderingStrategy"`), `pg_get_indexdef` and `pg_get_constraintdef` for definitions. The
+reader runs with `search_path` set to the schema it reads, so those strings carry no schema prefix
+except in index definitions, which always qualify their table.
 
 Prisma declares every unique rule as a unique *index*, never as a UNIQUE constraint: a table
 built with SQLAlchemy's `UniqueConstraint` has a `pg_constraint` row Airwave's tables lack.
