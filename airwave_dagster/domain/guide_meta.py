@@ -9,6 +9,7 @@ Airwave's own Plex reader builds them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -109,3 +110,32 @@ def media_item_values(item: MediaItem) -> dict[str, Any]:
         "air_date": item.originally_available_at,
         "guide": guide_meta(item),
     }
+
+
+def show_items(items: Sequence[MediaItem]) -> list[MediaItem]:
+    """A show row per show the episodes belong to, from what the episodes carry of it.
+
+    Only the show-level facts the project resolves for every episode (title, genres, studio,
+    network) are known here; Airwave's own sync, when it runs, fills in the rest.
+
+    Args:
+        items: Resolved items; only episodes with a show rating key contribute.
+
+    Returns:
+        One `type="show"` item per distinct show, in first-seen order.
+    """
+    shows: dict[str, MediaItem] = {}
+    for item in items:
+        key = item.show_rating_key
+        if item.type != "episode" or not key or key in shows:
+            continue
+        shows[key] = MediaItem(
+            rating_key=key,
+            type="show",
+            title=item.show_title or key,
+            library_key=item.library_key,
+            studio=item.studio,
+            network=item.network,
+            genres=item.genres,
+        )
+    return list(shows.values())

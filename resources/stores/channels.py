@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
+from airwave_dagster.domain.guide_meta import show_items
 from airwave_dagster.domain.import_plan import (
     InstanceState,
     PlannedChannel,
@@ -420,15 +421,25 @@ class AirwaveStore:
     ) -> dict[str, str]:
         """Ids of the items' `media_item` rows by rating key, creating only the missing ones.
 
-        Airwave's gap-fill (§5.4): an episode is linked to its show's row (`parentId`) when
-        that row exists; existing rows keep their id and content, whoever wrote them.
+        Airwave's gap-fill (§5.4): existing rows keep their id and content, whoever wrote them,
+        and every episode is linked to its show's row (`parentId`). Airwave links only to a
+        show row its metadata sync already stored; here a show without a row gets one, created
+        the same create-only way from what its episodes carry (`show_items`), so an episode's
+        guide has its series from the first build instead of from the next library sync.
         """
         if not items:
             return {}
         m = t.media_item.c
         shows = {item.show_rating_key for item in items if item.show_rating_key}
         parents: dict[str, str] = {}
-        if shows:
+        missing_shows = [media_item_row(source_id, show) for show in show_items(items)]
+        if missing_shows:
+            conn.execute(
+                pg_insert(t.media_item).on_conflict_do_nothing(
+                    index_elements=[m.media_source_id, m.rating_key]
+                ),
+                missing_shows,
+            )
             parents = dict(
                 conn.execute(
                     sa.select(m.rating_key, m.id).where(

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from airwave_dagster.domain.guide_meta import show_items
 from airwave_dagster.domain.library import MediaItem
 from resources import tables as t
 from resources.plex import PlexClient, PlexError
@@ -159,33 +160,10 @@ def sync_library(
     )
 
 
-def _show_items(items: Sequence[MediaItem]) -> list[MediaItem]:
-    """A show row per show the episodes belong to, from what the episodes carry of it.
-
-    Only the show-level facts the project resolves for every episode (title, genres, studio,
-    network) are known here; Airwave's own sync, when it runs, fills in the rest.
-    """
-    shows: dict[str, MediaItem] = {}
-    for item in items:
-        key = item.show_rating_key
-        if item.type != "episode" or not key or key in shows:
-            continue
-        shows[key] = MediaItem(
-            rating_key=key,
-            type="show",
-            title=item.show_title or key,
-            library_key=item.library_key,
-            studio=item.studio,
-            network=item.network,
-            genres=item.genres,
-        )
-    return list(shows.values())
-
-
 def _mirror_airwave_rows(conn: sa.Connection, source_id: str, items: Sequence[MediaItem]) -> None:
     """Upsert Airwave's `media_item` rows as Airwave's metadata sync does (shows first)."""
     m = t.media_item.c
-    shows = _show_items(items)
+    shows = show_items(items)
     for batch in _batches(shows, WRITE_BATCH):
         conn.execute(_airwave_upsert(), [media_item_row(source_id, show) for show in batch])
     parents = dict(

@@ -143,3 +143,94 @@ def test_instance_state_reads_numbers_and_keys(store, stores) -> None:
     assert state.channel_numbers == frozenset({700, 701})
     assert state.package_keys == frozenset({"p"})
     assert len(state.channel_signatures) == 2
+
+
+def test_schedule_gap_fill_is_create_only_and_links_episodes_to_existing_shows(store) -> None:
+    """docs/reference/airwave-database.md §5.4 step 3: rows already there are Airwave's metadata.
+
+    A movie row written earlier (by Airwave's metadata sync, with artwork the project's listing
+    lacks) keeps its id and guide; a new episode row points at its show's existing row, and a
+    show without one gets a row first; the new rows' guides are camelCase GuideMeta without
+    null or empty values.
+    """
+    source = _source(store)
+    m = t.media_item.c
+    with store.engine.begin() as conn:
+        conn.execute(
+            t.media_item.insert(),
+            [
+                {
+                    "id": "airwave-movie",
+                    "media_source_id": source,
+                    "rating_key": "11",
+                    "type": "movie",
+                    "title": "Synced by Airwave",
+                    "duration_ms": 1,
+                    "guide": {"title": "Synced by Airwave", "durationMs": 1, "art": "/a/1"},
+                },
+                {
+                    "id": "airwave-show",
+                    "media_source_id": source,
+                    "rating_key": "500",
+                    "type": "show",
+                    "title": "The Show",
+                    "duration_ms": 0,
+                    "guide": {"title": "The Show", "durationMs": 0, "genres": ["Drama"]},
+                },
+            ],
+        )
+    pool = [
+        MediaItem(rating_key="11", type="movie", title="Film", duration_ms=5_400_000),
+        MediaItem(
+            rating_key="12",
+            type="episode",
+            title="Pilot",
+            duration_ms=1_800_000,
+            show_title="The Show",
+            show_rating_key="500",
+            season=1,
+            episode=1,
+            genres=(),
+        ),
+        MediaItem(
+            rating_key="13",
+            type="episode",
+            title="Cold Open",
+            duration_ms=1_500_000,
+            show_title="Rowless",
+            show_rating_key="600",
+            genres=("Comedy",),
+        ),
+    ]
+    with store.engine.begin() as conn:
+        ids = store.media_item_ids(conn, source, pool)
+
+    with store.engine.connect() as conn:
+        rows = {
+            r.rating_key: r
+            for r in conn.execute(sa.select(t.media_item).where(m.media_source_id == source))
+        }
+    assert ids["11"] == "airwave-movie"
+    assert rows["11"].title == "Synced by Airwave" and rows["11"].guide["art"] == "/a/1"
+    episode = rows["12"]
+    assert ids["12"] == episode.id and episode.parent_id == "airwave-show"
+    assert episode.type == "episode" and episode.duration_ms == 1_800_000
+    assert episode.guide == {
+        "title": "Pilot",
+        "type": "episode",
+        "durationMs": 1_800_000,
+        "showTitle": "The Show",
+        "showRatingKey": "500",
+        "season": 1,
+        "episode": 1,
+    }
+    # A show no sync stored yet gets its row from what its episodes carry, create-only.
+    assert rows["600"].type == "show" and rows["600"].title == "Rowless"
+    assert rows["600"].guide == {
+        "title": "Rowless",
+        "type": "show",
+        "durationMs": 0,
+        "genres": ["Comedy"],
+    }
+    assert rows["13"].parent_id == rows["600"].id
+    assert rows["500"].guide == {"title": "The Show", "durationMs": 0, "genres": ["Drama"]}
