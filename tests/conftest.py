@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 import psycopg2
 import pytest
-import sqlalchemy as sa
 
 from airwave_dagster import settings
 from airwave_dagster.cli import environment
@@ -85,13 +84,9 @@ def database_url(server_url: str) -> Iterator[str]:
 @pytest.fixture
 def clean_db(database_url: str) -> Iterator[str]:
     """The test database with every table of the project's (Airwave's and private) emptied."""
-    from resources import tables
+    from tests.support.schemas import empty_project_tables
 
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    names = ", ".join(f'{table.schema}."{table.name}"' for table in tables.metadata.sorted_tables)
-    with engine.begin() as conn:
-        conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-    engine.dispose()
+    empty_project_tables(database_url)
     yield database_url
 
 

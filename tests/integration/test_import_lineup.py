@@ -1,4 +1,7 @@
-"""The `import_lineup` job end to end: Dagster's multiprocess executor, Postgres, real plexapi."""
+"""The `import_lineup` job end to end: Dagster's multiprocess executor, Postgres, real plexapi.
+
+Trace payloads follow docs/reference/airwave-database.md §3.9.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import sqlalchemy as sa
 from airwave_dagster.definitions import defs, import_lineup_job
 from resources import tables as t
 from tests.support import lineups
+from tests.support.channels import import_report
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration]
 
@@ -34,10 +38,8 @@ def _run(instance: dg.DagsterInstance, run_config: dict) -> tuple[bool, str]:
         return result.success, result.run_id
 
 
-def _report(store, run_id: str) -> dict:
-    rows = [r for r in store.traces(run_id) if r["phase"] == "report"]
-    assert len(rows) == 1
-    return rows[0]["output"]
+def _report(store, run_id: str) -> dict[str, Any]:
+    return import_report(store, run_id)
 
 
 def _app_counts(store) -> dict[str, int]:
@@ -101,12 +103,16 @@ def test_import_creates_what_the_plan_says_and_reimport_is_a_no_op(env, tmp_path
     assert ok
     report = _report(store, run_id)
     assert report["channels_created"] == 5
+    # One `packages` row per run, as Airwave's run page reads it (§3.9).
     package_rows = [
-        (r["package_key"], r["status"], r["attempt"], r["step_key"])
+        (r["status"], r["attempt"], r["step_key"], r["output"])
         for r in store.traces(run_id)
-        if r["phase"] == "packages" and r["package_key"]
+        if r["phase"] == "packages"
     ]
-    assert package_rows == [("genres", "created", 1, "create_packages")]
+    created = {"key": "genres", "name": "Genres", "action": "create"}
+    assert package_rows == [
+        ("ok", 1, "create_packages", {"created": 1, "reused": 0, "packages": [created]})
+    ]
     with store.engine.connect() as conn:
         numbers = conn.execute(sa.select(t.channel.c.number).order_by(t.channel.c.number))
         assert list(numbers.scalars()) == [100, 101, 102, 103, 104]

@@ -23,6 +23,7 @@ from airwave_dagster.domain.lineup_file import parse_lineup
 from resources import tables as t
 from tests.domain.test_lineup_normalisation import CASES
 from tests.support import lineups
+from tests.support.channels import import_report
 from tests.support.exports import EXPORTS
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration]
@@ -59,8 +60,7 @@ def _run_in_process(instance: dg.DagsterInstance, path: Path, *, dry_run: bool) 
 
 
 def _report(store, run_id: str) -> dict[str, Any]:
-    (row,) = [r for r in store.traces(run_id) if r["phase"] == "report"]
-    return row["output"]
+    return import_report(store, run_id)
 
 
 def _expected_pool(items: list[MediaItem], envelope: dict[str, Any]) -> int:

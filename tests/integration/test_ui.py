@@ -9,6 +9,7 @@ import pytest
 
 from airwave_dagster.cli import launcher
 from tests.support import lineups
+from tests.support.channels import import_report
 from tests.support.dagster_dev import Dev
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
@@ -23,7 +24,7 @@ def test_ui_launches_an_import_with_typed_config(fresh: Dev, store) -> None:
     run_id = fresh.launch_run("import_lineup", {"ops": {"plan_import_lineup": {"config": config}}})
     finished = launcher.wait_for_run(fresh.instance, run_id)
     assert finished.status == dg.DagsterRunStatus.SUCCESS
-    report = next(r for r in store.traces(run_id) if r["phase"] == "report")["output"]
+    report = import_report(store, run_id)
     assert report["lineup_name"] == "from-the-ui.json"
     assert report["dry_run"] is True
     assert store.counts()["channels"] == 0

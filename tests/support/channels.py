@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import sqlalchemy as sa
+
 from airwave_dagster.domain.import_plan import PlannedChannel
+from resources import tables as t
 from resources.stores import Stores
-from resources.stores.channels import ChannelCreation
+from resources.stores.channels import AirwaveStore, ChannelCreation
 from resources.stores.claims import Claimant
 
 
@@ -42,3 +47,18 @@ def create_channel(
             conn, outcome.channel_id, claimant, enabled=planned.enabled and not planned.disabled
         )
     return ChannelCreation(status="created", channel_id=outcome.channel_id)
+
+
+def import_report(store: AirwaveStore, run_id: str) -> dict[str, Any]:
+    """The project's full report of one import run: `summarize_import`'s stored output.
+
+    Airwave's `import_trace` report row carries only the counts its run page reads
+    (docs/reference/airwave-database.md §3.9); the per-channel outcomes (`channels`, with pool
+    sizes and reasons) and the lineup's name are in the report op's output.
+    """
+    so = t.step_output.c
+    with store.engine.connect() as conn:
+        (value,) = conn.execute(
+            sa.select(so.value).where(so.run_id == run_id, so.step_key == "summarize_import")
+        ).scalars()
+    return dict(value)

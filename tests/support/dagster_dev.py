@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from airwave_dagster import settings
 from tests.support.homes import user_env
+from tests.support.schemas import empty_project_tables
 
 AIRWAVE = str(Path(sys.executable).parent / "airwave")
 STALE_SECONDS = "6"
@@ -269,7 +269,6 @@ def fresh(dev: Dev, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Dev:
     Code servers the test process starts itself (through `airwave_dagster.cli.launcher`) then see
     the same instance, Plex and settings as the dev server.
     """
-    from resources import tables
 
     for name in (
         "DAGSTER_HOME",
@@ -280,9 +279,5 @@ def fresh(dev: Dev, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Dev:
         "AIRWAVE_INBOX",
     ):
         monkeypatch.setenv(name, dev.env[name])
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    names = ", ".join(f"airwave.{table.name}" for table in tables.metadata.sorted_tables)
-    with engine.begin() as conn:
-        conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-    engine.dispose()
+    empty_project_tables(database_url)
     return dev

@@ -22,3 +22,18 @@ def fresh_schema(database_url: str, schema: str) -> str:
     finally:
         conn.close()
     return environment.with_search_path(database_url, schema)
+
+
+def empty_project_tables(database_url: str) -> None:
+    """Empty every table the project declares: Airwave's in `public` and its private ones."""
+    import sqlalchemy as sa
+
+    from resources import tables
+
+    names = ", ".join(f'{table.schema}."{table.name}"' for table in tables.metadata.sorted_tables)
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    finally:
+        engine.dispose()
