@@ -82,6 +82,7 @@ def test_dry_run_resolves_pools_and_writes_nothing(env, tmp_path: Path) -> None:
         "definitions": 0,
         "schedule_items": 0,
         "media_items": 0,
+        "snapshot_items": 0,
     }
     report = _report(store, run_id)
     assert report["dry_run"] is True
