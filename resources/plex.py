@@ -41,6 +41,14 @@ logger = logging.getLogger(__name__)
 PAGE_SIZE = 2000
 """Items per search page. Pools are read to the end, page after page: no cap on their size."""
 
+METADATA_BATCH = 200
+"""Rating keys per `/library/metadata/{id,id,…}` request (about 1.4 kB of URL).
+
+Listings (`/all`, `/children`, `/allLeaves`) carry only the first few tags of each kind per item
+(about 2 genres, 1 director, 3 roles); an item's own metadata carries the full lists (issue 22).
+Every resolved item therefore takes its tags from its metadata, read in batches of this size.
+"""
+
 PLAYABLE_LIBTYPE = {"movie": "movie", "show": "episode"}
 """What a library type resolves to: TV is always resolved at episode level."""
 
@@ -279,21 +287,43 @@ class PlexClient:
             for video in videos:
                 # Reading an attribute Plex left empty would cost a metadata request (G5).
                 video._autoReload = False
+            full = self._full_metadata([video.ratingKey for video in videos])
             if section.type == "movie":
-                return [_movie_item(video, _key(section)) for video in videos]
+                return [_movie_item(video, _key(section), full) for video in videos]
             shows = self._show_facts(section) if videos else {}
-            return [_episode_item(video, _key(section), shows) for video in videos]
+            return [_episode_item(video, _key(section), shows, full) for video in videos]
+
+    def _full_metadata(self, rating_keys: Sequence[int]) -> dict[int, Element]:
+        """Each item's own metadata element (full tag lists), read in batches.
+
+        Listings are partial on real servers, so tags are never read from them. An item that
+        vanished between the listing and this read keeps its listing's tags.
+        """
+        server = self._server()
+        found: dict[int, Element] = {}
+        for start in range(0, len(rating_keys), METADATA_BATCH):
+            batch = rating_keys[start : start + METADATA_BATCH]
+            try:
+                data = server.query(f"/library/metadata/{','.join(map(str, batch))}")
+            except NotFound:
+                continue  # every item of the batch is gone; the listing's tags stay
+            for element in data if data is not None else ():
+                key = element.attrib.get("ratingKey")
+                if key is not None and key.isdigit():
+                    found[int(key)] = element
+        return found
 
     def _show_facts(self, section: LibrarySection) -> dict[int, _ShowFacts]:
         if _key(section) not in self._shows:
             shows = cast("list[Any]", section.search(libtype="show", container_size=PAGE_SIZE))
+            full = self._full_metadata([show.ratingKey for show in shows])
             facts: dict[int, _ShowFacts] = {}
             for show in shows:
                 show._autoReload = False  # see _search: no per-show reloads
                 facts[show.ratingKey] = _ShowFacts(
                     studio=show.studio,
                     network=show.network,
-                    genres=_tags(show._data, "Genre"),
+                    genres=_tags(full.get(show.ratingKey, show._data), "Genre"),
                     content_rating=show.contentRating,
                 )
             self._shows[_key(section)] = facts
@@ -641,8 +671,9 @@ def _picture(element: Element) -> tuple[str | None, str | None, bool]:
     return media.attrib.get("videoResolution"), hdr, dovi
 
 
-def _common(video: Any, library_key: str) -> dict[str, Any]:
+def _common(video: Any, library_key: str, full: dict[int, Element]) -> dict[str, Any]:
     element: Element = video._data  # the <Video> element plexapi parsed this object from
+    tagged = full.get(video.ratingKey, element)  # the item's own metadata: complete tag lists
     resolution, hdr, dovi = _picture(element)
     return {
         "rating_key": str(video.ratingKey),
@@ -653,8 +684,8 @@ def _common(video: Any, library_key: str) -> dict[str, Any]:
         "added_at": _iso(video.addedAt),
         "library_key": library_key,
         "summary": video.summary or None,
-        "directors": _tags(element, "Director"),
-        "cast": _tags(element, "Role"),
+        "directors": _tags(tagged, "Director"),
+        "cast": _tags(tagged, "Role"),
         "audience_rating": video.audienceRating,
         "critic_rating": video.rating,
         "resolution": resolution,
@@ -664,17 +695,19 @@ def _common(video: Any, library_key: str) -> dict[str, Any]:
     }
 
 
-def _movie_item(video: Any, library_key: str) -> MediaItem:
+def _movie_item(video: Any, library_key: str, full: dict[int, Element]) -> MediaItem:
     return MediaItem(
         type="movie",
         studio=video.studio,
         content_rating=video.contentRating,
-        genres=_tags(video._data, "Genre"),
-        **_common(video, library_key),
+        genres=_tags(full.get(video.ratingKey, video._data), "Genre"),
+        **_common(video, library_key, full),
     )
 
 
-def _episode_item(video: Any, library_key: str, shows: dict[int, _ShowFacts]) -> MediaItem:
+def _episode_item(
+    video: Any, library_key: str, shows: dict[int, _ShowFacts], full: dict[int, Element]
+) -> MediaItem:
     show = shows.get(video.grandparentRatingKey)
     return MediaItem(
         type="episode",
@@ -688,5 +721,5 @@ def _episode_item(video: Any, library_key: str, shows: dict[int, _ShowFacts]) ->
         else str(video.grandparentRatingKey),
         season=video.parentIndex,
         episode=video.index,
-        **_common(video, library_key),
+        **_common(video, library_key, full),
     )

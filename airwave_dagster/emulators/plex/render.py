@@ -35,8 +35,14 @@ LISTING_TAG_LIMITS = {
     "Producer": 0,
     "Role": 3,
     "Country": 1,
+    "Collection": 2,
 }
-"""How many tags of each kind real PMS keeps in listings (G10); used when truncation is on."""
+"""How many tags of each kind real PMS keeps in listings (G10), unless listings are full.
+
+Real servers cut every listing (`/all`, `/children`, `/allLeaves`, collection children) to the
+first few tags of each kind; only `/library/metadata/{ids}` carries the full lists (issue 22;
+python-plexapi documents the same in `PlexPartialObject` and reloads on attribute access).
+"""
 
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\n": "&#10;"})
 
@@ -46,7 +52,7 @@ class RenderOptions:
     """Per-request switches that change how items are written."""
 
     full: bool = False
-    truncate_tags: bool = False
+    truncate_tags: bool = True
     include_streams: bool = False
 
 

@@ -39,14 +39,15 @@ class EmulatorOptions:
         fail_rate: Share of requests (0..1) answered 500, drawn from an RNG seeded by the library
             seed so a run's failure pattern repeats.
         fail_all: Answer every request 500 (a server that is up but broken).
-        truncate_tags: Cut tag lists in listings the way real PMS does (G10).
+        truncate_tags: Cut tag lists in listings the way real PMS does (G10); on by default.
+            Off (`--full-listings`) is a permissive mode that real servers never offer.
     """
 
     token: str = DEFAULT_TOKEN
     latency_ms: float = 0.0
     fail_rate: float = 0.0
     fail_all: bool = False
-    truncate_tags: bool = False
+    truncate_tags: bool = True
 
 
 @dataclass(slots=True)
@@ -264,7 +265,7 @@ def start_emulator(
     token: str = DEFAULT_TOKEN,
     latency_ms: float = 0,
     fail_rate: float = 0,
-    truncate_tags: bool = False,
+    truncate_tags: bool = True,
     library: EmulatedLibrary | None = None,
 ) -> EmulatorHandle:
     """Serve a synthetic library from a daemon thread and return at once.
@@ -277,7 +278,8 @@ def start_emulator(
         token: The accepted `X-Plex-Token`.
         latency_ms: Delay added to every request.
         fail_rate: Share of requests answered 500.
-        truncate_tags: Truncate tag lists in listings like real PMS (G10).
+        truncate_tags: Truncate tag lists in listings like real PMS (G10); False only for a
+            permissive test.
         library: A library built earlier, to share one dataset between servers and tests.
 
     Returns:
@@ -307,6 +309,8 @@ def run_emulator(
     latency_ms: float = 0,
     token: str = DEFAULT_TOKEN,
     host: str = "127.0.0.1",
+    *,
+    truncate_tags: bool = True,
 ) -> None:
     """Serve in the foreground until SIGINT or SIGTERM.
 
@@ -317,6 +321,7 @@ def run_emulator(
         latency_ms: Delay added to every request.
         token: The accepted `X-Plex-Token`.
         host: Interface to bind.
+        truncate_tags: Partial tag lists in listings, as real servers send (the default).
     """
     stop = threading.Event()
 
@@ -326,7 +331,13 @@ def run_emulator(
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     started = time.monotonic()
     handle = start_emulator(
-        items=items, seed=seed, port=port, host=host, token=token, latency_ms=latency_ms
+        items=items,
+        seed=seed,
+        port=port,
+        host=host,
+        token=token,
+        latency_ms=latency_ms,
+        truncate_tags=truncate_tags,
     )
     logger.info(
         "Plex emulator serving %d items (seed %d) at %s with token %r (built in %.1fs)",
