@@ -718,7 +718,7 @@ def run_llm_stub(
         script: Entries to play first.
         default_text: When given, every request the script does not cover gets this text.
         latency: Seconds added to every Messages request.
-        min_cache_tokens: One floor for every model; None (default) uses each model's documented one.
+        min_cache_tokens: One floor for every model; None (default): each model's documented one.
     """
     stop = threading.Event()
 
