@@ -127,11 +127,72 @@ def _blocks(message: Any) -> list[dict[str, Any]]:
     return [block.model_dump(exclude_none=True) for block in message.content]
 
 
+def worker_opening(context_block: str, brief: str | None) -> list[dict[str, Any]]:
+    """The worker's first user turn: the shared context (cache breakpoint), then the brief.
+
+    With `brief=None` it is the cacheable prefix alone, as `count_tokens` measures it.
+    """
+    content: list[dict[str, Any]] = [
+        {"type": "text", "text": context_block, "cache_control": {"type": "ephemeral"}}
+    ]
+    if brief is not None:
+        content.append({"type": "text", "text": brief})
+    return [{"role": "user", "content": content}]
+
+
+@dataclass(frozen=True)
+class PromptMeasure:
+    """The worker's first request, counted by the API: its cacheable prefix and its brief."""
+
+    prefix_tokens: int
+    brief_tokens: int
+
+
 class LlmClient:
-    """A configured anthropic client with the two calls the builder makes."""
+    """A configured anthropic client with the calls the builder makes."""
 
     def __init__(self, client: anthropic.Anthropic) -> None:
         self._client = client
+
+    def measure_worker_prompt(
+        self,
+        *,
+        model: str,
+        system: str,
+        tools: Sequence[Mapping[str, Any]],
+        context_block: str,
+        brief: str,
+    ) -> PromptMeasure:
+        """Count the worker's prefix and one brief with `count_tokens` (free, no cache effect).
+
+        The prefix is what the prompt cache would store: tools, system and the context block,
+        exactly as `run_agent` sends them; whether it is cached depends on the model's minimum.
+
+        Raises:
+            LlmCallError: The API refused or failed the count.
+        """
+        prefix = self._count(model, system, tools, worker_opening(context_block, None))
+        whole = self._count(model, system, tools, worker_opening(context_block, brief))
+        return PromptMeasure(prefix_tokens=prefix, brief_tokens=max(0, whole - prefix))
+
+    def _count(
+        self,
+        model: str,
+        system: str,
+        tools: Sequence[Mapping[str, Any]],
+        messages: list[dict[str, Any]],
+    ) -> int:
+        try:
+            counted = self._client.messages.count_tokens(
+                model=model,
+                system=system,
+                tools=list(tools),  # type: ignore[arg-type]
+                messages=messages,  # type: ignore[arg-type]
+            )
+        except Exception as error:
+            text, transient = _describe(error)
+            raise LlmCallError(text, usage=Usage(), calls=0, transient=transient) from error
+        return counted.input_tokens
 
     def plan(
         self,
@@ -233,19 +294,7 @@ class LlmClient:
         Raises:
             LlmCallError: An API call failed; `usage`/`steps` hold what came before.
         """
-        messages: list[dict[str, Any]] = [
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "text",
-                        "text": context_block,
-                        "cache_control": {"type": "ephemeral"},
-                    },
-                    {"type": "text", "text": brief},
-                ],
-            }
-        ]
+        messages = worker_opening(context_block, brief)
         run = AgentRun(model=model, stop="end_turn")
         while True:
             if run.calls >= max_calls:
