@@ -85,7 +85,6 @@ def test_estimate_prices_a_prefix_below_the_workers_floor(
     outputs = [r["output_tokens"] for r in builds]
     assert all(abs(n - BUILD_OUTPUT_TOKENS) < 0.15 * BUILD_OUTPUT_TOKENS for n in outputs)
     ledger = float(sum(r["cost_usd"] for r in builds))
-    print(f"estimate {estimate['estimated_usd']:.6f} USD, ledger {ledger:.6f} USD")
     assert ledger == pytest.approx(estimate["estimated_usd"], rel=0.05)
     report = next(r for r in ai.traces(run_id) if r["phase"] == "report")["output"]
     assert report["cache_read_ratio"] == 0.0
@@ -113,7 +112,6 @@ def test_estimate_prices_concurrent_first_writes(synced, store, stub, dagster_in
     assert len(writes) == 4 and len(reads) == 4
     assert {r["cache_write_tokens"] for r in writes} == {estimate["prefix_tokens"]}
     ledger = float(sum(r["cost_usd"] for r in builds))
-    print(f"estimate {estimate['estimated_usd']:.6f} USD, ledger {ledger:.6f} USD")
     assert ledger == pytest.approx(estimate["estimated_usd"], rel=0.05)
     # The report's read share is the ledger's own: read tokens over all input, planner included.
     everything = ai.spend_rows(run_id)
