@@ -30,7 +30,13 @@ from ops.ai_lineup.checkpoints import (
     Provider,
 )
 from ops.ai_lineup.metering import Meter, price_table, unpriced_budget_problem, usage_columns
-from resources.llm import PLANNER_MAX_TOKENS, LlmCallError, LlmClient, LlmResource
+from resources.llm import (
+    PLANNER_MAX_TOKENS,
+    TRUNCATED_STOP_REASONS,
+    LlmCallError,
+    LlmClient,
+    LlmResource,
+)
 from resources.plex import PlexClient
 from resources.stores.ai import AiStore
 
@@ -175,21 +181,25 @@ def plan_with_model(
                 **common,
                 **usage_columns(settings.planner_model, error.usage, settings.prices),
             )
-            raise PlanningError(
-                f"planner call failed: {error}. Resume the run to try again."
-            ) from error
+            advice = "" if error.needs_operator else " Resume the run to try again."
+            raise PlanningError(f"planner call failed: {error}.{advice}") from error
         usage = reply.usage
         try:
-            if reply.tool_input is None:
+            # A cut-off reply is never a plan, even when what arrived happens to parse.
+            if reply.tool_input is None or reply.stop_reason in TRUNCATED_STOP_REASONS:
                 raise PlanSchemaError([])
             sanitized = sanitize_plan(reply.tool_input, existing_package_keys=keys)  # type: ignore[arg-type]
         except PlanSchemaError as error:
-            truncated = reply.stop_reason == "max_tokens"
-            last_error = (
-                "the reply hit the output cap (max_tokens) before the plan was complete"
-                if truncated
-                else (str(error) if error.issues else "the reply called no plan tool")
-            )
+            if reply.stop_reason == "model_context_window_exceeded":
+                last_error = (
+                    "the reply filled the model's context window before the plan was complete"
+                )
+            elif reply.stop_reason == "max_tokens":
+                last_error = (
+                    "the reply hit the output cap (max_tokens) before the plan was complete"
+                )
+            else:
+                last_error = str(error) if error.issues else "the reply called no plan tool"
             ai.record_trace(
                 **step,
                 status="failed",

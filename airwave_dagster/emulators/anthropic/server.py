@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from airwave_dagster.emulators.anthropic.script import (
     MALFORMED_BODY,
+    RATE_LIMIT_RETRY_AFTER,
     USAGE_FIELDS,
     Entry,
     ScriptError,
@@ -242,7 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = check_request(record.body, needs_max_tokens=path == MESSAGES_PATH)
         except InvalidRequest as error:
-            self._error(record, 400, str(error))
+            self._error(record, error.status, str(error))
             return
         if path == COUNT_TOKENS_PATH:
             self._json(record, 200, json.dumps({"input_tokens": total_tokens(body)}).encode())
@@ -299,12 +300,18 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(float(entry["delay"]))
         if entry["kind"] == "error":
             status = int(entry["status"])
+            headers = dict(entry.get("headers") or {})
+            if status == 429 and not {"retry-after", "retry-after-ms"} & {
+                name.lower() for name in headers
+            }:
+                headers["retry-after"] = RATE_LIMIT_RETRY_AFTER
             self._error(
                 record,
                 status,
                 str(entry.get("message", "stub error")),
                 error_type=entry.get("error_type"),
-                headers=entry.get("headers"),
+                error_code=entry.get("error_code"),
+                headers=headers,
             )
             return
         if entry["kind"] == "malformed":
@@ -377,10 +384,11 @@ class _Handler(BaseHTTPRequestHandler):
         message: str,
         *,
         error_type: str | None = None,
+        error_code: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         request_id = self.state.next_id("req")
-        payload = error_body(status, error_type, message, request_id)
+        payload = error_body(status, error_type, message, request_id, error_code)
         self._json(record, status, payload, headers=headers, request_id=request_id)
 
     def _json(
