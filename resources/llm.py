@@ -20,6 +20,7 @@ import anthropic
 import dagster as dg
 from pydantic import Field
 
+from airwave_dagster.domain.ai.models import output_cap
 from airwave_dagster.domain.ai.usage import Usage
 from airwave_dagster.settings import API_KEY_ENV, BASE_URL_ENV
 
@@ -301,6 +302,8 @@ class LlmClient:
         Raises:
             LlmCallError: The API failed after the SDK's retries.
         """
+        # Asking for more than the model can write is a 400 (claude-3-5-haiku stops at 8,192).
+        max_tokens = output_cap(model, max_tokens)
         request: dict[str, Any] = {
             "model": model,
             "max_tokens": max_tokens,
@@ -377,6 +380,7 @@ class LlmClient:
             LlmCallError: An API call failed; `usage`/`steps` hold what came before.
         """
         messages = worker_opening(context_block, brief)
+        max_tokens = output_cap(model, max_tokens)
         run = AgentRun(model=model, stop="end_turn")
         while True:
             if run.calls >= max_calls:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airwave_dagster.domain.ai.context import VOCABULARY_FIELDS
+from airwave_dagster.domain.ai.models import output_cap
 from airwave_dagster.domain.ai.plan import (
     SanitizedPlan,
     plan_input_schema,
@@ -141,7 +142,7 @@ def plan_with_model(
         "plan",
         step,
         model=settings.planner_model,
-        max_output_tokens=PLANNER_MAX_TOKENS,
+        max_output_tokens=output_cap(settings.planner_model, PLANNER_MAX_TOKENS),
         first_input_tokens=_approx_tokens(prompt),
     )
     tool = {
@@ -155,7 +156,7 @@ def plan_with_model(
             raise PlanningError(
                 "the budget cannot pay for the planner's next call at its worst case "
                 f"(${meter.next_call_worst_case():.4f}: the prompt uncached plus "
-                f"{PLANNER_MAX_TOKENS} output tokens); the planner was not called"
+                f"{meter.max_output_tokens} output tokens); the planner was not called"
             )
         common = {
             "step_name": "planLineup",
