@@ -132,6 +132,7 @@ class PlexClient:
         self._choices: dict[tuple[str, str], list[FilterChoice]] = {}
         self._fields: dict[tuple[str, str], FilteringField | None] = {}
         self._shows: dict[str, dict[int, _ShowFacts]] = {}
+        self._sort_keys: dict[tuple[str, str], set[str]] = {}
 
     def libraries(self) -> list[Library]:
         """Every library section of the server, in server order.
@@ -243,6 +244,79 @@ class PlexClient:
                     values.setdefault(value.lower(), value)
         return sorted(values.values(), key=str.casefold)
 
+    def vocabulary_gaps(
+        self,
+        definitions: Sequence[tuple[str, dict[str, Any] | None, str | None]],
+        *,
+        sort: str,
+    ) -> list[str]:
+        """What a channel asks of this server that the server does not offer, one line each.
+
+        Real servers advertise their filter fields and sorts per library type and level (the
+        `<Meta>` of a section search), and they differ: no `episode.director` anywhere, optional
+        fields missing on some. A field the server lacks matches nothing in that library; a sort
+        it lacks is replaced by the title order. Both are said here so the dry-run, the report
+        and the UI can show them per channel instead of a silently empty or reordered pool.
+
+        Args:
+            definitions: `(mode, plex_filter, library_key)` as for `resolve_pool`.
+            sort: The channel's Plex sort.
+
+        Returns:
+            Lines such as "filter field 'director' (episode.director) is not offered by library
+            'TV Shows': it matches nothing there", without repeats, in definition order.
+        """
+        gaps: list[str] = []
+        for _, plex_filter, library_key in definitions:
+            envelope = (
+                FilterEnvelope()
+                if plex_filter is None
+                else FilterEnvelope.model_validate(plex_filter)
+            )
+            for section in self._target_sections(envelope.effective_media_types, library_key):
+                with self._errors(f"reading the vocabulary of library {section.title!r}"):
+                    gaps.extend(self._section_gaps(section, envelope.filter, sort))
+        return list(dict.fromkeys(gaps))
+
+    def _section_gaps(
+        self, section: LibrarySection, node: FilterNode | None, sort: str
+    ) -> list[str]:
+        library_type = _library_type(section)
+        gaps: list[str] = []
+        for condition in _conditions(node):
+            spec = FIELDS.get(condition.field)
+            if spec is None or library_type not in spec.applies:
+                continue
+            gaps.extend(
+                f"filter field {spec.name!r} ({key}) is not offered by library "
+                f"{section.title!r}: it matches nothing there"
+                for key in _plex_keys(spec, library_type)
+                if self._field(section, key) is None
+            )
+        for part in sort.split(","):
+            key = part.partition(":")[0]
+            if key and not self._sort_offered(section, key):
+                gaps.append(
+                    f"sort {key!r} is not offered by library {section.title!r}: "
+                    "ordered by title there"
+                )
+        return gaps
+
+    def _sorts(self, section: LibrarySection) -> set[str]:
+        cache_key = (_key(section), "sorts")
+        if cache_key not in self._sort_keys:
+            libtype = PLAYABLE_LIBTYPE[section.type]
+            self._sort_keys[cache_key] = {sort.key for sort in section.listSorts(libtype)}
+        return self._sort_keys[cache_key]
+
+    def _sort_offered(self, section: LibrarySection, key: str) -> bool:
+        return key in self._sorts(section)
+
+    def _offered_sort(self, section: LibrarySection, sort: str) -> str:
+        """`sort` without the keys this library does not offer (`vocabulary_gaps` says which)."""
+        kept = [p for p in sort.split(",") if self._sort_offered(section, p.partition(":")[0])]
+        return ",".join(kept) or "titleSort:asc"
+
     def _server(self) -> PlexServer:
         if self._plex is None:
             with self._errors("connecting"):
@@ -272,6 +346,7 @@ class PlexClient:
             if translated is _Match.NONE:
                 return []
             filters = None if translated is _Match.ALL else translated
+            sort = self._offered_sort(section, sort)
             # plexapi's search() cannot add includeElements=Stream, which HDR detection needs, so
             # the key is built by its own (private) builder and fetched with the extra parameter.
             key = section._buildSearchKey(
@@ -523,6 +598,22 @@ def _plex_key(spec: FieldSpec, library_type: str) -> str:
         return spec.plex_name
     level = "episode" if spec.name in EPISODE_LEVEL_ON_SHOWS else spec.tv_level
     return f"{level}.{spec.plex_name}"
+
+
+def _plex_keys(spec: FieldSpec, library_type: str) -> list[str]:
+    """Every Plex filter key a condition on this field asks of a library (see `_condition`)."""
+    if spec.name == "title" and library_type == "show":
+        return ["show.title", "episode.title"]
+    key = _plex_key(spec, library_type)
+    return [key.replace("decade", "year")] if spec.name == "decade" else [key]
+
+
+def _conditions(node: FilterNode | None) -> list[Condition]:
+    if node is None:
+        return []
+    if isinstance(node, Group):
+        return [c for child in node.children for c in _conditions(child)]
+    return [node]
 
 
 def _combine(combinator: str, parts: Sequence[Translated]) -> Translated:

@@ -82,9 +82,16 @@ def not_found(kind: str = "not_found") -> Response:
 class PlexApp:
     """Answers the read-only subset of the PMS API that plexapi 4.18.3 uses (§2)."""
 
-    def __init__(self, library: EmulatedLibrary, *, truncate_tags: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        library: EmulatedLibrary,
+        *,
+        truncate_tags: Callable[[], bool],
+        missing_fields: frozenset[str] = frozenset(),
+    ) -> None:
         self.library = library
-        self.renderer = Renderer(library)
+        self.missing_fields = missing_fields
+        self.renderer = Renderer(library, missing_fields)
         self._truncate_tags = truncate_tags
         self._searches: OrderedDict[tuple[object, ...], tuple[float, list[Item]]] = OrderedDict()
         self._choices: dict[tuple[int, str, str], list[tuple[str, str]]] = {}
@@ -221,7 +228,9 @@ class PlexApp:
                 return cached[1]
         candidates = self.library.of_type(section.key, item_type)
         if parsed.terms:
-            predicate = Compiler(self.library, item_type).compile(parsed.terms)
+            predicate = Compiler(self.library, item_type, missing=self.missing_fields).compile(
+                parsed.terms
+            )
             candidates = [item for item in candidates if predicate(item)]
         if parsed.sort:
             candidates = sort_items(self.library, candidates, parse_sort(item_type, parsed.sort))
@@ -286,7 +295,7 @@ class PlexApp:
             (int(t.value) for t in decode_query(request.query) if t.name == "type"), None
         )
         item_type = result_type(section.type, type_number)
-        definition = FIELDS.get(item_type, {}).get(name)
+        definition = None if name in self.missing_fields else FIELDS.get(item_type, {}).get(name)
         if definition is None or not definition.choices:
             return not_found("choices")
         query = "" if section.type == "movie" else f"&type={TYPE_NUMBERS[item_type]}"

@@ -15,6 +15,7 @@ from urllib.parse import unquote_plus
 from airwave_dagster.emulators.plex.dataset import EmulatedLibrary, Item
 from airwave_dagster.emulators.plex.vocabulary import (
     FIELDS,
+    SORTS,
     TAG_TYPES,
     TYPE_NAMES,
     FieldDef,
@@ -182,10 +183,18 @@ def _always(_: Item) -> bool:
 class Compiler:
     """Turns the ordered terms of one search into a predicate over items of one type."""
 
-    def __init__(self, library: EmulatedLibrary, item_type: str, now: float | None = None) -> None:
+    def __init__(
+        self,
+        library: EmulatedLibrary,
+        item_type: str,
+        now: float | None = None,
+        *,
+        missing: frozenset[str] = frozenset(),
+    ) -> None:
         self.library = library
         self.item_type = item_type
         self.now = time.time() if now is None else now
+        self.missing = missing
 
     def compile(self, terms: Sequence[Term]) -> Predicate:
         """Build the predicate; terms are ANDed unless joined by `or=1` inside a push/pop group."""
@@ -216,7 +225,7 @@ class Compiler:
         """One filter term, evaluated on the item itself or on its related show/season/episodes."""
         prefix, _, key = term.name.rpartition(".")
         entity = prefix or self.item_type
-        definition = FIELDS.get(entity, {}).get(key)
+        definition = None if key in self.missing else FIELDS.get(entity, {}).get(key)
         if definition is None:
             raise QueryError(f"unknown filter field {term.name!r} for type {self.item_type}")
         if entity == self.item_type:
@@ -396,6 +405,11 @@ def parse_sort(item_type: str, spec: str) -> list[tuple[str | None, SortDef, boo
         name, _, direction = part.strip().partition(":")
         if direction not in ("", "asc", "desc", "nullsLast"):
             raise QueryError(f"unknown sort direction {direction!r}")
+        own = SORTS.get(item_type, {}).get(name.removeprefix(f"{item_type}."))
+        if "." in name.removeprefix(f"{item_type}.") and own is not None:
+            # A sort whose key is itself dotted (`episode.addedAt` of shows).
+            keys.append((None, own, direction == "desc"))
+            continue
         prefix, _, key = name.rpartition(".")
         # plexapi always prefixes the result type; a different prefix sorts by a related record.
         entity = prefix if prefix and prefix != item_type else item_type

@@ -83,8 +83,9 @@ def _number(value: float | None) -> str | None:
 class Renderer:
     """Writes items, sections, collections, playlists and the filter vocabulary as XML."""
 
-    def __init__(self, library: EmulatedLibrary) -> None:
+    def __init__(self, library: EmulatedLibrary, missing: frozenset[str] = frozenset()) -> None:
         self.library = library
+        self.missing = missing
         self._meta: dict[tuple[int, bool], str] = {}
 
     def section_attrs(self, item_section: int) -> list[tuple[str, object]]:
@@ -383,7 +384,7 @@ class Renderer:
             children: list[str] = []
             fields = FIELDS[item_type] if item_type != "season" else {}
             for definition in fields.values():
-                if definition.choices:
+                if definition.choices and definition.key not in self.missing:
                     pairs: list[tuple[str, object]] = [
                         ("filter", definition.key),
                         ("filterType", definition.type),
@@ -404,6 +405,8 @@ class Renderer:
                 ]
                 children.append(f"<Sort{attributes(pairs)}/>")
             for definition in FIELDS[item_type].values():
+                if definition.key in self.missing:
+                    continue
                 pairs = [
                     ("key", f"{prefix}{definition.key}"),
                     ("title", definition.title),

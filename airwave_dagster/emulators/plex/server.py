@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler
 from types import FrameType, TracebackType
@@ -21,6 +22,7 @@ from airwave_dagster.emulators.http_server import TrackedThreadingServer
 from airwave_dagster.emulators.plex.app import PlexApp, Request, Response, unquoted_path
 from airwave_dagster.emulators.plex.dataset import EmulatedLibrary, build_library
 from airwave_dagster.emulators.plex.query import decode_query
+from airwave_dagster.emulators.plex.vocabulary import OPTIONAL_FIELDS
 
 logger = logging.getLogger(__name__)
 
@@ -266,6 +268,7 @@ def start_emulator(
     latency_ms: float = 0,
     fail_rate: float = 0,
     truncate_tags: bool = True,
+    missing_fields: Iterable[str] = (),
     library: EmulatedLibrary | None = None,
 ) -> EmulatorHandle:
     """Serve a synthetic library from a daemon thread and return at once.
@@ -280,6 +283,8 @@ def start_emulator(
         fail_rate: Share of requests answered 500.
         truncate_tags: Truncate tag lists in listings like real PMS (G10); False only for a
             permissive test.
+        missing_fields: Filter fields this server lacks (from `vocabulary.OPTIONAL_FIELDS`):
+            absent from its `<Meta>`, refused in searches, as an older server would.
         library: A library built earlier, to share one dataset between servers and tests.
 
     Returns:
@@ -289,7 +294,11 @@ def start_emulator(
     options = EmulatorOptions(
         token=token, latency_ms=latency_ms, fail_rate=fail_rate, truncate_tags=truncate_tags
     )
-    app = PlexApp(served, truncate_tags=lambda: options.truncate_tags)
+    missing = frozenset(missing_fields)
+    unknown = missing - OPTIONAL_FIELDS
+    if unknown:
+        raise ValueError(f"not optional filter fields: {', '.join(sorted(unknown))}")
+    app = PlexApp(served, truncate_tags=lambda: options.truncate_tags, missing_fields=missing)
     server = EmulatorServer((host, port), app, options, RequestStats(), served.seed)
     # A short poll interval makes stop() quick; idle polling costs nothing measurable.
     thread = threading.Thread(
