@@ -28,7 +28,14 @@ TAG_TYPES = frozenset({"tag", "resolution", "audioLanguage", "subtitleLanguage"}
 
 OPERATORS: dict[str, tuple[tuple[str, str], ...]] = {
     "tag": (("=", "is"), ("!=", "is not")),
-    "integer": (("=", "is"), ("!=", "is not"), (">>=", "is greater than"), ("<<=", "is less than")),
+    "integer": (
+        ("=", "is"),
+        ("!=", "is not"),
+        (">>=", "is greater than"),
+        ("<<=", "is less than"),
+        (">=", "is greater than or equal to"),
+        ("<=", "is less than or equal to"),
+    ),
     "string": (
         ("=", "contains"),
         ("!=", "does not contain"),
@@ -38,12 +45,21 @@ OPERATORS: dict[str, tuple[tuple[str, str], ...]] = {
         (">=", "ends with"),
     ),
     "boolean": (("=", "is true"), ("!=", "is false")),
-    "date": (("<<=", "is before"), (">>=", "is after")),
+    "date": (
+        ("<<=", "is before"),
+        (">>=", "is after"),
+        ("<=", "is on or before"),
+        (">=", "is on or after"),
+        ("=", "is"),
+        ("!=", "is not"),
+    ),
     "resolution": (("=", "is"),),
     "audioLanguage": (("=", "is"), ("!=", "is not")),
     "subtitleLanguage": (("=", "is"), ("!=", "is not")),
 }
-"""Operators per field type. Real PMS offers no inclusive >= / <= on numbers and dates (G13)."""
+"""Operators per field type, as Plex's published API notes list them: strict `>>=` / `<<=` and
+inclusive `>=` / `<=` on numbers and dates, `=` / `!=` on dates (the whole day), relative dates
+such as `-30d` or, without a unit, `-2592000` seconds."""
 
 RESOLUTION_TITLES = {"4k": "4K", "1080": "1080p", "720": "720p", "480": "480p", "sd": "SD"}
 
