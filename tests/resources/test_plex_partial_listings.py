@@ -5,6 +5,8 @@ carries about 2 genres, 1 director and 3 roles per item; the full lists come fro
 `/library/metadata/{id}`). python-plexapi's `PlexPartialObject` documents the same split: objects
 built from a listing are partial and reload their full metadata on demand. The emulator does this
 by default, so these tests fail if the product ever reads tags from a listing again.
+
+Reference: docs/reference/plex-emulator.md (the gotchas "GN" cited below).
 """
 
 from __future__ import annotations
