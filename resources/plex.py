@@ -748,6 +748,32 @@ def _tags(element: Element, name: str) -> tuple[str, ...]:
     return tuple(tag.attrib["tag"] for tag in element.findall(name) if "tag" in tag.attrib)
 
 
+def _sound_and_dovi(element: Element) -> dict[str, Any]:
+    """Audio channels, object audio and the Dolby Vision profile of the first media version."""
+    media = element.find("Media")
+    if media is None:
+        return {}
+    channels = media.attrib.get("audioChannels")
+    found: dict[str, Any] = {
+        "audio_channels": int(channels) if channels and channels.isdigit() else None,
+        "video_codec": media.attrib.get("videoCodec"),
+    }
+    streams = list(media.iter("Stream"))
+    audio = next((s for s in streams if s.attrib.get("streamType") == "2"), None)
+    label = "" if audio is None else audio.attrib.get("displayTitle", "")
+    found["dynamic_audio"] = next((kind for kind in ("Atmos", "DTS:X") if kind in label), None)
+    video = next((s for s in streams if s.attrib.get("streamType") == "1"), None)
+    if video is not None and video.attrib.get("DOVIPresent") in ("1", "true"):
+        for name, key in (
+            ("dovi_profile", "DOVIProfile"),
+            ("dovi_level", "DOVILevel"),
+            ("dovi_bl_compat_id", "DOVIBLCompatID"),
+        ):
+            raw = video.attrib.get(key)
+            found[name] = int(raw) if raw is not None and raw.isdigit() else None
+    return found
+
+
 def _picture(element: Element) -> tuple[str | None, str | None, bool]:
     """Resolution, HDR format and Dolby Vision flag of the item's first media version."""
     media = element.find("Media")
@@ -783,6 +809,10 @@ def _common(video: Any, library_key: str, full: dict[int, Element]) -> dict[str,
         "hdr": hdr,
         "dovi": dovi,
         "view_count": video.viewCount or 0,
+        "tagline": tagged.attrib.get("tagline") or None,
+        "thumb": tagged.attrib.get("thumb") or None,
+        "art": tagged.attrib.get("art") or None,
+        **_sound_and_dovi(element),
     }
 
 

@@ -14,6 +14,9 @@ from airwave_dagster.emulators.plex.dataset import (
     Item,
     Playlist,
     Section,
+    audio_of,
+    dovi_profile_of,
+    tagline_of,
 )
 from airwave_dagster.emulators.plex.vocabulary import (
     FIELDS,
@@ -127,8 +130,12 @@ class Renderer:
         self, item: Item, options: RenderOptions, extra: Iterable[tuple[str, object]]
     ) -> str:
         pairs = self._common(item)
+        show_key = item.show_rating_key if item.type == "episode" else item.rating_key
         pairs += [
             ("summary", item.summary),
+            ("tagline", tagline_of(item) if item.type == "movie" else None),
+            ("thumb", f"/library/metadata/{item.rating_key}/thumb/{item.updated_at}"),
+            ("art", f"/library/metadata/{show_key}/art/{item.updated_at}"),
             ("year", item.year),
             ("duration", item.duration_ms),
             ("originallyAvailableAt", item.originally_available_at),
@@ -175,8 +182,8 @@ class Renderer:
                 ("videoResolution", item.resolution),
                 ("videoCodec", item.video_codec),
                 ("videoProfile", "main 10" if item.hdr else "main"),
-                ("audioCodec", "eac3"),
-                ("audioChannels", 6),
+                ("audioCodec", audio_of(item)[0]),
+                ("audioChannels", audio_of(item)[1]),
                 ("container", "mkv"),
             ]
         )
@@ -207,17 +214,22 @@ class Renderer:
         elif item.hdr == "HLG":
             video.append(("colorTrc", "arib-std-b67"))
         elif item.hdr == "Dolby Vision":
+            profile, compat = dovi_profile_of(item)
             video += [
                 ("colorTrc", "smpte2084"),
                 ("DOVIPresent", 1),
-                ("DOVIProfile", 8),
+                ("DOVIProfile", profile),
                 ("DOVILevel", 6),
-                ("DOVIBLCompatID", 1),
+                ("DOVIBLCompatID", compat),
             ]
         parts = [f"<Stream{attributes(video)}/>"]
+        codec, channels, dynamic = audio_of(item)
         for offset, language in enumerate(item.audio_languages, start=1):
-            audio = [("id", part_id * 10 + offset), ("streamType", 2), ("codec", "eac3")]
-            audio += [("languageCode", language), ("channels", 6)]
+            audio = [("id", part_id * 10 + offset), ("streamType", 2), ("codec", codec)]
+            audio += [("languageCode", language), ("channels", channels)]
+            layout = {2: "2.0", 6: "5.1", 8: "7.1"}[channels]
+            label = f"{codec.upper()}{' ' + dynamic if dynamic else ''} {layout}"
+            audio += [("displayTitle", f"{language.title()} ({label})")]
             parts.append(f"<Stream{attributes(audio)}/>")
         for offset, language in enumerate(item.subtitle_languages, start=10):
             subtitle = [("id", part_id * 10 + offset), ("streamType", 3), ("codec", "srt")]
