@@ -329,12 +329,9 @@ def test_failed_attempts_are_traced_and_their_tokens_counted(
     def fail(channel: str, call: int) -> dict[str, Any] | None:
         # Comedy's second call of its first attempt dies: its preview's tokens were spent.
         if channel == "Comedy TV" and call == 1:
-            return {
-                "kind": "error",
-                "status": 529,
-                "message": "Overloaded",
-                "headers": {"x-should-retry": "false"},
-            }
+            # A retryable overload (the run config turns the SDK's own retries off); one marked
+            # `x-should-retry: false` would need the operator instead (tests/resources/test_llm.py).
+            return {"kind": "error", "status": 529, "message": "Overloaded"}
         return None
 
     bad_plan = {"packages": [{"key": "x", "name": "X", "channels": "not a list"}]}
