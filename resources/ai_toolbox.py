@@ -193,7 +193,23 @@ class PlexChannelToolbox:
                 )
             except ValueError as error:
                 raise ToolError(f"the filter cannot be resolved: {error}") from None
+        if not self._pools[key]:
+            self._explain_empty(definitions)
         return self._pools[key]
+
+    def _explain_empty(self, definitions: list[tuple[str, dict[str, Any]]]) -> None:
+        """An empty pool caused by fields this server lacks is refused by name, so the agent
+        chooses from what the server offers instead of reading "0 items" as "no such titles"."""
+        lacking = [
+            gap
+            for gap in self.plex.vocabulary_gaps(
+                [(mode, plex_filter, None) for mode, plex_filter in definitions],
+                sort="titleSort:asc",
+            )
+            if gap.startswith("filter field")
+        ]
+        if lacking:
+            raise ToolError("this Plex server cannot filter on that: " + "; ".join(lacking))
 
     def _first_window(
         self, pool: list[MediaItem], seed: int, bumpers: BumperPlan | None

@@ -20,6 +20,7 @@ import anthropic
 import dagster as dg
 from pydantic import Field
 
+from airwave_dagster.domain.ai.models import output_cap
 from airwave_dagster.domain.ai.usage import Usage
 from airwave_dagster.settings import API_KEY_ENV, BASE_URL_ENV
 
@@ -50,6 +51,15 @@ class BudgetStop(Exception):
     """Raised by a `before_call` hook: the budget is exhausted, make no further model call."""
 
 
+TRUNCATED_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
+"""Stop reasons of a reply cut off before the model finished: never taken as complete
+(platform.claude.com/docs/en/build-with-claude/handling-stop-reasons)."""
+
+SPEND_LIMIT_CODES = frozenset({"enforced_spend_limit_reached", "contract_spend_limit_reached"})
+"""`error.details.error_code` of a 429 that no wait will cure: the organization's spend limit
+(SDK types `EnforcedSpendLimitReachedError`, `ContractSpendLimitReachedError`)."""
+
+
 class LlmCallError(RuntimeError):
     """A model call failed (after the SDK's own retries); what was spent before is attached.
 
@@ -57,13 +67,77 @@ class LlmCallError(RuntimeError):
         usage: Tokens of the calls that succeeded before the failure.
         calls: Model calls that succeeded before the failure.
         transient: True for rate limits, overload, 5xx and timeouts: a later resume may succeed.
+        needs_operator: The API refused for a reason only a person can fix (a spend limit, a
+            refused key, an unknown model, a request it will never accept): a resume fails the
+            same way until then.
+        error_code: The API's `error.details.error_code`, when it sent one.
     """
 
-    def __init__(self, message: str, *, usage: Usage, calls: int, transient: bool) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        usage: Usage,
+        calls: int,
+        transient: bool,
+        needs_operator: bool = False,
+        error_code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.usage = usage
         self.calls = calls
         self.transient = transient
+        self.needs_operator = needs_operator
+        self.error_code = error_code
+
+    @classmethod
+    def of(
+        cls, error: BaseException, *, usage: Usage | None = None, calls: int = 0
+    ) -> LlmCallError:
+        """The adapter's error for an SDK failure, classified (see `_describe`)."""
+        text, transient = _describe(error)
+        code = getattr(error, "error_code", None)
+        code = code if isinstance(code, str) else None
+        needs_operator = not transient and isinstance(error, anthropic.APIStatusError)
+        if needs_operator:
+            text += (
+                ". This needs the operator: "
+                + (
+                    "the organization's API spend limit is reached; raise it in the Anthropic "
+                    "Console"
+                    if code in SPEND_LIMIT_CODES
+                    else "the API refused the request and will refuse it again"
+                )
+                + " (a resume fails the same way until then)"
+            )
+        return cls(
+            text,
+            usage=usage or Usage(),
+            calls=calls,
+            transient=transient,
+            needs_operator=needs_operator,
+            error_code=code,
+        )
+
+
+def _stop_retrying_spend_limits(request: Any, call_next: Any) -> Any:
+    """SDK middleware: a spend-limit 429 is final, so the SDK must not retry it.
+
+    The SDK retries every 429 unless the response says `x-should-retry: false`; a spend limit
+    stays reached however long one waits, so the header is set on that response here.
+    """
+    response = call_next(request)
+    if response.status_code == 429:
+        try:
+            body = response.http_response.json()
+        except ValueError:
+            return response
+        error = body.get("error") if isinstance(body, dict) else None
+        details = error.get("details") if isinstance(error, dict) else None
+        code = details.get("error_code") if isinstance(details, dict) else None
+        if code in SPEND_LIMIT_CODES:
+            response.http_response.headers["x-should-retry"] = "false"
+    return response
 
 
 @dataclass
@@ -100,13 +174,25 @@ class AgentRun:
 
 
 def _describe(error: BaseException) -> tuple[str, bool]:
-    """A message for an SDK failure (no request body, no key) and whether it is transient."""
+    """A message for an SDK failure (no request body, no key) and whether it is transient.
+
+    A status error is transient exactly when the SDK's own policy would retry it (the
+    `x-should-retry` header first, then 408, 409, 429 and 5xx), except a spend limit.
+    """
     if isinstance(error, anthropic.APIStatusError):
-        transient = error.status_code in (408, 409, 429) or error.status_code >= 500
+        should_retry = error.response.headers.get("x-should-retry")
         if error.status_code == 200:  # an error event in the middle of a stream
             transient = True
+        elif should_retry in ("true", "false"):
+            transient = should_retry == "true"
+        else:
+            transient = error.status_code in (408, 409, 429) or error.status_code >= 500
+        code = getattr(error, "error_code", None)
+        if code in SPEND_LIMIT_CODES:
+            transient = False
         detail = getattr(error, "api_message", None) or error.message
-        return f"Anthropic API error {error.status_code} ({error.type}): {detail}", transient
+        kind = f"{error.type}, {code}" if isinstance(code, str) else f"{error.type}"
+        return f"Anthropic API error {error.status_code} ({kind}): {detail}", transient
     if isinstance(error, anthropic.APITimeoutError):
         return "Anthropic API call timed out (after the SDK's retries)", True
     if isinstance(error, anthropic.APIConnectionError):
@@ -127,11 +213,71 @@ def _blocks(message: Any) -> list[dict[str, Any]]:
     return [block.model_dump(exclude_none=True) for block in message.content]
 
 
+def worker_opening(context_block: str, brief: str | None) -> list[dict[str, Any]]:
+    """The worker's first user turn: the shared context (cache breakpoint), then the brief.
+
+    With `brief=None` it is the cacheable prefix alone, as `count_tokens` measures it.
+    """
+    content: list[dict[str, Any]] = [
+        {"type": "text", "text": context_block, "cache_control": {"type": "ephemeral"}}
+    ]
+    if brief is not None:
+        content.append({"type": "text", "text": brief})
+    return [{"role": "user", "content": content}]
+
+
+@dataclass(frozen=True)
+class PromptMeasure:
+    """The worker's first request, counted by the API: its cacheable prefix and its brief."""
+
+    prefix_tokens: int
+    brief_tokens: int
+
+
 class LlmClient:
-    """A configured anthropic client with the two calls the builder makes."""
+    """A configured anthropic client with the calls the builder makes."""
 
     def __init__(self, client: anthropic.Anthropic) -> None:
         self._client = client
+
+    def measure_worker_prompt(
+        self,
+        *,
+        model: str,
+        system: str,
+        tools: Sequence[Mapping[str, Any]],
+        context_block: str,
+        brief: str,
+    ) -> PromptMeasure:
+        """Count the worker's prefix and one brief with `count_tokens` (free, no cache effect).
+
+        The prefix is what the prompt cache would store: tools, system and the context block,
+        exactly as `run_agent` sends them; whether it is cached depends on the model's minimum.
+
+        Raises:
+            LlmCallError: The API refused or failed the count.
+        """
+        prefix = self._count(model, system, tools, worker_opening(context_block, None))
+        whole = self._count(model, system, tools, worker_opening(context_block, brief))
+        return PromptMeasure(prefix_tokens=prefix, brief_tokens=max(0, whole - prefix))
+
+    def _count(
+        self,
+        model: str,
+        system: str,
+        tools: Sequence[Mapping[str, Any]],
+        messages: list[dict[str, Any]],
+    ) -> int:
+        try:
+            counted = self._client.messages.count_tokens(
+                model=model,
+                system=system,
+                tools=list(tools),  # type: ignore[arg-type]
+                messages=messages,  # type: ignore[arg-type]
+            )
+        except Exception as error:
+            raise LlmCallError.of(error) from error
+        return counted.input_tokens
 
     def plan(
         self,
@@ -156,6 +302,8 @@ class LlmClient:
         Raises:
             LlmCallError: The API failed after the SDK's retries.
         """
+        # Asking for more than the model can write is a 400 (claude-3-5-haiku stops at 8,192).
+        max_tokens = output_cap(model, max_tokens)
         request: dict[str, Any] = {
             "model": model,
             "max_tokens": max_tokens,
@@ -170,8 +318,7 @@ class LlmClient:
             try:
                 message = self._client.messages.create(**request)
             except Exception as error:
-                text, transient = _describe(error)
-                raise LlmCallError(text, usage=Usage(), calls=0, transient=transient) from error
+                raise LlmCallError.of(error) from error
             on_usage(model, _usage_of(message))
         tool_input = next(
             (b.input for b in message.content if b.type == "tool_use" and b.name == tool["name"]),
@@ -203,8 +350,7 @@ class LlmClient:
             partial = _usage_of(snapshot) if snapshot is not None else Usage()
             if snapshot is not None:
                 on_usage(model, partial)
-            text, transient = _describe(error)
-            raise LlmCallError(text, usage=partial, calls=0, transient=transient) from error
+            raise LlmCallError.of(error, usage=partial) from error
         on_usage(model, _usage_of(message))
         return message
 
@@ -233,19 +379,8 @@ class LlmClient:
         Raises:
             LlmCallError: An API call failed; `usage`/`steps` hold what came before.
         """
-        messages: list[dict[str, Any]] = [
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "text",
-                        "text": context_block,
-                        "cache_control": {"type": "ephemeral"},
-                    },
-                    {"type": "text", "text": brief},
-                ],
-            }
-        ]
+        messages = worker_opening(context_block, brief)
+        max_tokens = output_cap(model, max_tokens)
         run = AgentRun(model=model, stop="end_turn")
         while True:
             if run.calls >= max_calls:
@@ -265,10 +400,7 @@ class LlmClient:
                     messages=messages,  # type: ignore[arg-type]
                 )
             except Exception as error:
-                text, transient = _describe(error)
-                raise LlmCallError(
-                    text, usage=run.usage, calls=run.calls, transient=transient
-                ) from error
+                raise LlmCallError.of(error, usage=run.usage, calls=run.calls) from error
             run.calls += 1
             usage = _usage_of(message)
             run.usage = run.usage + usage
@@ -348,7 +480,11 @@ class LlmResource(dg.ConfigurableResource):
         if not key:
             raise MissingApiKeyError(self.missing_key_message())
         base_url = self.base_url or dg.EnvVar(BASE_URL_ENV).get_value() or None
-        kwargs: dict[str, Any] = {"api_key": key, "max_retries": self.max_retries}
+        kwargs: dict[str, Any] = {
+            "api_key": key,
+            "max_retries": self.max_retries,
+            "middleware": [_stop_retrying_spend_limits],
+        }
         if base_url:
             kwargs["base_url"] = base_url
         if self.timeout_seconds != 600.0:

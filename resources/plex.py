@@ -41,6 +41,14 @@ logger = logging.getLogger(__name__)
 PAGE_SIZE = 2000
 """Items per search page. Pools are read to the end, page after page: no cap on their size."""
 
+METADATA_BATCH = 200
+"""Rating keys per `/library/metadata/{id,id,…}` request (about 1.4 kB of URL).
+
+Listings (`/all`, `/children`, `/allLeaves`) carry only the first few tags of each kind per item
+(about 2 genres, 1 director, 3 roles); an item's own metadata carries the full lists (issue 22).
+Every resolved item therefore takes its tags from its metadata, read in batches of this size.
+"""
+
 PLAYABLE_LIBTYPE = {"movie": "movie", "show": "episode"}
 """What a library type resolves to: TV is always resolved at episode level."""
 
@@ -124,6 +132,7 @@ class PlexClient:
         self._choices: dict[tuple[str, str], list[FilterChoice]] = {}
         self._fields: dict[tuple[str, str], FilteringField | None] = {}
         self._shows: dict[str, dict[int, _ShowFacts]] = {}
+        self._sort_keys: dict[tuple[str, str], set[str]] = {}
 
     def libraries(self) -> list[Library]:
         """Every library section of the server, in server order.
@@ -235,6 +244,79 @@ class PlexClient:
                     values.setdefault(value.lower(), value)
         return sorted(values.values(), key=str.casefold)
 
+    def vocabulary_gaps(
+        self,
+        definitions: Sequence[tuple[str, dict[str, Any] | None, str | None]],
+        *,
+        sort: str,
+    ) -> list[str]:
+        """What a channel asks of this server that the server does not offer, one line each.
+
+        Real servers advertise their filter fields and sorts per library type and level (the
+        `<Meta>` of a section search), and they differ: no `episode.director` anywhere, optional
+        fields missing on some. A field the server lacks matches nothing in that library; a sort
+        it lacks is replaced by the title order. Both are said here so the dry-run, the report
+        and the UI can show them per channel instead of a silently empty or reordered pool.
+
+        Args:
+            definitions: `(mode, plex_filter, library_key)` as for `resolve_pool`.
+            sort: The channel's Plex sort.
+
+        Returns:
+            Lines such as "filter field 'director' (episode.director) is not offered by library
+            'TV Shows': it matches nothing there", without repeats, in definition order.
+        """
+        gaps: list[str] = []
+        for _, plex_filter, library_key in definitions:
+            envelope = (
+                FilterEnvelope()
+                if plex_filter is None
+                else FilterEnvelope.model_validate(plex_filter)
+            )
+            for section in self._target_sections(envelope.effective_media_types, library_key):
+                with self._errors(f"reading the vocabulary of library {section.title!r}"):
+                    gaps.extend(self._section_gaps(section, envelope.filter, sort))
+        return list(dict.fromkeys(gaps))
+
+    def _section_gaps(
+        self, section: LibrarySection, node: FilterNode | None, sort: str
+    ) -> list[str]:
+        library_type = _library_type(section)
+        gaps: list[str] = []
+        for condition in _conditions(node):
+            spec = FIELDS.get(condition.field)
+            if spec is None or library_type not in spec.applies:
+                continue
+            gaps.extend(
+                f"filter field {spec.name!r} ({key}) is not offered by library "
+                f"{section.title!r}: it matches nothing there"
+                for key in _plex_keys(spec, library_type)
+                if self._field(section, key) is None
+            )
+        for part in sort.split(","):
+            key = part.partition(":")[0]
+            if key and not self._sort_offered(section, key):
+                gaps.append(
+                    f"sort {key!r} is not offered by library {section.title!r}: "
+                    "ordered by title there"
+                )
+        return gaps
+
+    def _sorts(self, section: LibrarySection) -> set[str]:
+        cache_key = (_key(section), "sorts")
+        if cache_key not in self._sort_keys:
+            libtype = PLAYABLE_LIBTYPE[section.type]
+            self._sort_keys[cache_key] = {sort.key for sort in section.listSorts(libtype)}
+        return self._sort_keys[cache_key]
+
+    def _sort_offered(self, section: LibrarySection, key: str) -> bool:
+        return key in self._sorts(section)
+
+    def _offered_sort(self, section: LibrarySection, sort: str) -> str:
+        """`sort` without the keys this library does not offer (`vocabulary_gaps` says which)."""
+        kept = [p for p in sort.split(",") if self._sort_offered(section, p.partition(":")[0])]
+        return ",".join(kept) or "titleSort:asc"
+
     def _server(self) -> PlexServer:
         if self._plex is None:
             with self._errors("connecting"):
@@ -264,6 +346,7 @@ class PlexClient:
             if translated is _Match.NONE:
                 return []
             filters = None if translated is _Match.ALL else translated
+            sort = self._offered_sort(section, sort)
             # plexapi's search() cannot add includeElements=Stream, which HDR detection needs, so
             # the key is built by its own (private) builder and fetched with the extra parameter.
             key = section._buildSearchKey(
@@ -279,21 +362,43 @@ class PlexClient:
             for video in videos:
                 # Reading an attribute Plex left empty would cost a metadata request (G5).
                 video._autoReload = False
+            full = self._full_metadata([video.ratingKey for video in videos])
             if section.type == "movie":
-                return [_movie_item(video, _key(section)) for video in videos]
+                return [_movie_item(video, _key(section), full) for video in videos]
             shows = self._show_facts(section) if videos else {}
-            return [_episode_item(video, _key(section), shows) for video in videos]
+            return [_episode_item(video, _key(section), shows, full) for video in videos]
+
+    def _full_metadata(self, rating_keys: Sequence[int]) -> dict[int, Element]:
+        """Each item's own metadata element (full tag lists), read in batches.
+
+        Listings are partial on real servers, so tags are never read from them. An item that
+        vanished between the listing and this read keeps its listing's tags.
+        """
+        server = self._server()
+        found: dict[int, Element] = {}
+        for start in range(0, len(rating_keys), METADATA_BATCH):
+            batch = rating_keys[start : start + METADATA_BATCH]
+            try:
+                data = server.query(f"/library/metadata/{','.join(map(str, batch))}")
+            except NotFound:
+                continue  # every item of the batch is gone; the listing's tags stay
+            for element in data if data is not None else ():
+                key = element.attrib.get("ratingKey")
+                if key is not None and key.isdigit():
+                    found[int(key)] = element
+        return found
 
     def _show_facts(self, section: LibrarySection) -> dict[int, _ShowFacts]:
         if _key(section) not in self._shows:
             shows = cast("list[Any]", section.search(libtype="show", container_size=PAGE_SIZE))
+            full = self._full_metadata([show.ratingKey for show in shows])
             facts: dict[int, _ShowFacts] = {}
             for show in shows:
                 show._autoReload = False  # see _search: no per-show reloads
                 facts[show.ratingKey] = _ShowFacts(
                     studio=show.studio,
                     network=show.network,
-                    genres=_tags(show._data, "Genre"),
+                    genres=_tags(full.get(show.ratingKey, show._data), "Genre"),
                     content_rating=show.contentRating,
                 )
             self._shows[_key(section)] = facts
@@ -495,6 +600,22 @@ def _plex_key(spec: FieldSpec, library_type: str) -> str:
     return f"{level}.{spec.plex_name}"
 
 
+def _plex_keys(spec: FieldSpec, library_type: str) -> list[str]:
+    """Every Plex filter key a condition on this field asks of a library (see `_condition`)."""
+    if spec.name == "title" and library_type == "show":
+        return ["show.title", "episode.title"]
+    key = _plex_key(spec, library_type)
+    return [key.replace("decade", "year")] if spec.name == "decade" else [key]
+
+
+def _conditions(node: FilterNode | None) -> list[Condition]:
+    if node is None:
+        return []
+    if isinstance(node, Group):
+        return [c for child in node.children for c in _conditions(child)]
+    return [node]
+
+
 def _combine(combinator: str, parts: Sequence[Translated]) -> Translated:
     """AND / OR of translated parts; an empty AND matches everything, an empty OR nothing."""
     if combinator == "or":
@@ -627,6 +748,32 @@ def _tags(element: Element, name: str) -> tuple[str, ...]:
     return tuple(tag.attrib["tag"] for tag in element.findall(name) if "tag" in tag.attrib)
 
 
+def _sound_and_dovi(element: Element) -> dict[str, Any]:
+    """Audio channels, object audio and the Dolby Vision profile of the first media version."""
+    media = element.find("Media")
+    if media is None:
+        return {}
+    channels = media.attrib.get("audioChannels")
+    found: dict[str, Any] = {
+        "audio_channels": int(channels) if channels and channels.isdigit() else None,
+        "video_codec": media.attrib.get("videoCodec"),
+    }
+    streams = list(media.iter("Stream"))
+    audio = next((s for s in streams if s.attrib.get("streamType") == "2"), None)
+    label = "" if audio is None else audio.attrib.get("displayTitle", "")
+    found["dynamic_audio"] = next((kind for kind in ("Atmos", "DTS:X") if kind in label), None)
+    video = next((s for s in streams if s.attrib.get("streamType") == "1"), None)
+    if video is not None and video.attrib.get("DOVIPresent") in ("1", "true"):
+        for name, key in (
+            ("dovi_profile", "DOVIProfile"),
+            ("dovi_level", "DOVILevel"),
+            ("dovi_bl_compat_id", "DOVIBLCompatID"),
+        ):
+            raw = video.attrib.get(key)
+            found[name] = int(raw) if raw is not None and raw.isdigit() else None
+    return found
+
+
 def _picture(element: Element) -> tuple[str | None, str | None, bool]:
     """Resolution, HDR format and Dolby Vision flag of the item's first media version."""
     media = element.find("Media")
@@ -641,8 +788,9 @@ def _picture(element: Element) -> tuple[str | None, str | None, bool]:
     return media.attrib.get("videoResolution"), hdr, dovi
 
 
-def _common(video: Any, library_key: str) -> dict[str, Any]:
+def _common(video: Any, library_key: str, full: dict[int, Element]) -> dict[str, Any]:
     element: Element = video._data  # the <Video> element plexapi parsed this object from
+    tagged = full.get(video.ratingKey, element)  # the item's own metadata: complete tag lists
     resolution, hdr, dovi = _picture(element)
     return {
         "rating_key": str(video.ratingKey),
@@ -653,28 +801,34 @@ def _common(video: Any, library_key: str) -> dict[str, Any]:
         "added_at": _iso(video.addedAt),
         "library_key": library_key,
         "summary": video.summary or None,
-        "directors": _tags(element, "Director"),
-        "cast": _tags(element, "Role"),
+        "directors": _tags(tagged, "Director"),
+        "cast": _tags(tagged, "Role"),
         "audience_rating": video.audienceRating,
         "critic_rating": video.rating,
         "resolution": resolution,
         "hdr": hdr,
         "dovi": dovi,
         "view_count": video.viewCount or 0,
+        "tagline": tagged.attrib.get("tagline") or None,
+        "thumb": tagged.attrib.get("thumb") or None,
+        "art": tagged.attrib.get("art") or None,
+        **_sound_and_dovi(element),
     }
 
 
-def _movie_item(video: Any, library_key: str) -> MediaItem:
+def _movie_item(video: Any, library_key: str, full: dict[int, Element]) -> MediaItem:
     return MediaItem(
         type="movie",
         studio=video.studio,
         content_rating=video.contentRating,
-        genres=_tags(video._data, "Genre"),
-        **_common(video, library_key),
+        genres=_tags(full.get(video.ratingKey, video._data), "Genre"),
+        **_common(video, library_key, full),
     )
 
 
-def _episode_item(video: Any, library_key: str, shows: dict[int, _ShowFacts]) -> MediaItem:
+def _episode_item(
+    video: Any, library_key: str, shows: dict[int, _ShowFacts], full: dict[int, Element]
+) -> MediaItem:
     show = shows.get(video.grandparentRatingKey)
     return MediaItem(
         type="episode",
@@ -688,5 +842,5 @@ def _episode_item(video: Any, library_key: str, shows: dict[int, _ShowFacts]) ->
         else str(video.grandparentRatingKey),
         season=video.parentIndex,
         episode=video.index,
-        **_common(video, library_key),
+        **_common(video, library_key, full),
     )

@@ -67,10 +67,13 @@ def is_priced(model: str, overrides: PriceTable) -> bool:
 def worst_case_call_cost(
     model: str, overrides: PriceTable, *, input_tokens: int, max_output_tokens: int
 ) -> float | None:
-    """The most the next call can cost: its input uncached at full price, every output token.
+    """The most the next call can cost: all its input as a cache write, every output token.
+
+    A 5-minute cache write (1.25 times the input price) is the dearest way input is billed
+    here: a call whose prefix is written, possibly again by a concurrent first call, pays it.
 
     Returns:
         USD, or None when the model is unpriced.
     """
-    usage = Usage(input_tokens=input_tokens, output_tokens=max_output_tokens, calls=1)
+    usage = Usage(cache_write_tokens=input_tokens, output_tokens=max_output_tokens, calls=1)
     return call_cost(model, usage, overrides)

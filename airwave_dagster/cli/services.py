@@ -50,13 +50,26 @@ def db_stop() -> None:
 @click.option("--latency-ms", default=0.0, show_default=True, help="Added to every request.")
 @click.option("--token", default=environment.EMULATOR_TOKEN, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--full-listings",
+    is_flag=True,
+    help="Permissive: full tag lists in listings (real servers send only the first few).",
+)
 def plex_emulator_command(
-    port: int, items: int, seed: int, latency_ms: float, token: str, host: str
+    port: int, items: int, seed: int, latency_ms: float, token: str, host: str, full_listings: bool
 ) -> None:
     """Serve a synthetic Plex library for the real plexapi client (foreground)."""
     from airwave_dagster.emulators.plex import run_emulator
 
-    run_emulator(port=port, items=items, seed=seed, latency_ms=latency_ms, token=token, host=host)
+    run_emulator(
+        port=port,
+        items=items,
+        seed=seed,
+        latency_ms=latency_ms,
+        token=token,
+        host=host,
+        truncate_tags=not full_listings,
+    )
 
 
 @click.command("dev")

@@ -9,15 +9,24 @@ row and resumes the same run tree; every completed step (the plan included) is r
 checkpoint, the gate step runs again, finds the approval and lets the writes proceed.
 """
 
+import json
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
 from airwave_dagster.domain.ai.lineup_diff import LineupDiff, OnAirChannel, diff_lineup
+from airwave_dagster.domain.ai.models import expected_build_calls, min_cacheable_tokens
 from airwave_dagster.domain.ai.numbering import ExistingChannel, assign_numbers, build_order
-from airwave_dagster.domain.ai.usage import Usage
+from airwave_dagster.domain.ai.prompts import (
+    CONTEXT_HEADING,
+    WORKER_SYSTEM_PROMPT,
+    render_channel_brief,
+)
+from airwave_dagster.domain.ai.tools import tool_definitions_api
 from airwave_dagster.run_tags import AWAITING_APPROVAL_TAG
 from ops.ai_lineup.checkpoints import (
+    BUILD_CONCURRENCY,
     AnalyzedLibrary,
     ApprovedLineup,
     CostEstimate,
@@ -28,6 +37,7 @@ from ops.ai_lineup.checkpoints import (
 from ops.ai_lineup.ops import OP_VERSION, _phase, _stores, _trace
 from ops.steps import versioned_op
 from resources.database import DatabaseResource
+from resources.llm import LlmCallError, LlmResource, MissingApiKeyError, PromptMeasure
 from resources.prices import call_cost
 from resources.stores.approvals import Interrupt
 
@@ -36,10 +46,10 @@ GATE_ID = "approve-plan:v1"
 
 CALLS_PER_BUILD = 2
 """Expected model calls per channel build: a preview, then the commit (bench: 2.00)."""
-BUILD_UNCACHED_INPUT_TOKENS = 3_000
-"""Expected uncached input per build call: the channel brief and the growing conversation."""
 BUILD_OUTPUT_TOKENS = 600
-"""Expected output per build call (a tool call with a filter)."""
+"""Expected output per build call (a tool call with a filter, and a few sentences)."""
+TOOL_RESULT_TOKENS = 300
+"""What one tool result (a preview's summary) adds to the next call's input (bench: 220-370)."""
 
 
 @versioned_op(OP_VERSION)
@@ -89,44 +99,100 @@ def number_ai_channels(
 
 
 def estimate_cost(
-    analyzed: AnalyzedLibrary, shared: LineupContext, numbered: NumberedLineup, spent: float
+    analyzed: AnalyzedLibrary,
+    shared: LineupContext,
+    briefs: Sequence[str],
+    spent: float,
+    measure: PromptMeasure | None = None,
 ) -> CostEstimate:
-    """Selected channels times expected calls per build, each call priced like the ledger will."""
+    """Every expected build call priced like the ledger will price it, one call at a time.
+
+    The worker's prefix (tools, system prompt, shared context) is the one `count_tokens`
+    measured when the gate could ask the API, else a four-characters-a-token estimate. It is
+    priced as the prompt cache will treat it: below the worker model's minimum cacheable prefix
+    every call pays it in full; above it, the first call of each build that starts with the
+    first wave (up to BUILD_CONCURRENCY, all sent before any response begins) pays a cache
+    write, and every other call reads it.
+
+    Args:
+        analyzed: The run's settings.
+        shared: The shared context the builds send.
+        briefs: The briefs of the channels to build, in build order.
+        spent: USD spent so far (the planner).
+        measure: The measured prefix and first brief; None when not measured.
+    """
     settings = analyzed.settings
-    context_tokens = shared.context.approx_tokens
-    tokens = {
-        "cache_read": context_tokens,
-        "input": BUILD_UNCACHED_INPUT_TOKENS,
-        "output": BUILD_OUTPUT_TOKENS,
-    }
-    channels = len(numbered.selected)
+    channels = len(briefs)
+    model = settings.worker_model
+    floor = min_cacheable_tokens(model)
+    if measure is not None:
+        prefix = measure.prefix_tokens
+        first = max(1, len(briefs[0])) if briefs else 1
+        brief_tokens = [round(measure.brief_tokens * len(b) / first) for b in briefs]
+    else:
+        tools = json.dumps(tool_definitions_api(), separators=(",", ":"))
+        prefix = shared.context.approx_tokens + (len(WORKER_SYSTEM_PROMPT) + len(tools)) // 4
+        brief_tokens = [(len(b) + 3) // 4 for b in briefs]
+    concurrency = min(BUILD_CONCURRENCY, channels)
+    calls = expected_build_calls(
+        prefix_tokens=prefix,
+        brief_tokens=brief_tokens,
+        floor=floor,
+        concurrency=concurrency,
+        calls_per_build=CALLS_PER_BUILD,
+        output_tokens=BUILD_OUTPUT_TOKENS,
+        tool_result_tokens=TOOL_RESULT_TOKENS,
+    )
+    cached = prefix >= floor
     estimated: float | None = 0.0
     if settings.provider == "anthropic" and channels:
-        typical = Usage(
-            input_tokens=BUILD_UNCACHED_INPUT_TOKENS,
-            output_tokens=BUILD_OUTPUT_TOKENS,
-            cache_read_tokens=context_tokens,
-            calls=1,
-        )
-        # The run's first call writes the shared prefix to the cache; every later one reads it.
-        first = typical.model_copy(
-            update={"cache_read_tokens": 0, "cache_write_tokens": context_tokens}
-        )
-        typical_cost = call_cost(settings.worker_model, typical, settings.prices)
-        first_cost = call_cost(settings.worker_model, first, settings.prices)
-        if typical_cost is None or first_cost is None:
-            estimated = None
-        else:
-            estimated = round(first_cost + typical_cost * (channels * CALLS_PER_BUILD - 1), 6)
+        costs = [call_cost(model, call, settings.prices) for call in calls]
+        priced = [cost for cost in costs if cost is not None]
+        estimated = round(sum(priced), 6) if len(priced) == len(costs) else None
+    mean_brief = round(sum(brief_tokens) / channels) if channels else 0
     return CostEstimate(
         channels=channels,
         calls_per_build=CALLS_PER_BUILD if settings.provider == "anthropic" else 0,
-        tokens_per_call=tokens,
-        worker_model=settings.worker_model if settings.provider == "anthropic" else "offline",
+        tokens_per_call={
+            "prefix": prefix,
+            "brief": mean_brief,
+            "output": BUILD_OUTPUT_TOKENS,
+            "tool_result": TOOL_RESULT_TOKENS,
+        },
+        worker_model=model if settings.provider == "anthropic" else "offline",
         estimated_usd=estimated,
         planner_spent_usd=round(spent, 6),
         budget_usd=settings.budget_usd,
+        prefix_tokens=prefix,
+        prefix_measured=measure is not None,
+        cache_floor=floor,
+        prefix_cached=cached,
+        cache_writes=min(concurrency, channels) if cached else 0,
     )
+
+
+def measure_prompt(
+    context: dg.OpExecutionContext,
+    analyzed: AnalyzedLibrary,
+    shared: LineupContext,
+    briefs: Sequence[str],
+    llm: LlmResource,
+) -> PromptMeasure | None:
+    """The worker's prefix and first brief counted by the API, or None (offline, or it failed)."""
+    settings = analyzed.settings
+    if settings.provider != "anthropic" or not briefs:
+        return None
+    try:
+        return llm.get_client().measure_worker_prompt(
+            model=settings.worker_model,
+            system=WORKER_SYSTEM_PROMPT,
+            tools=tool_definitions_api(),
+            context_block=f"{CONTEXT_HEADING}\n{shared.context.text}",
+            brief=briefs[0],
+        )
+    except (LlmCallError, MissingApiKeyError) as error:
+        context.log.warning(f"cannot count the worker prompt's tokens ({error}); estimating")
+        return None
 
 
 def diff_metadata(diff: LineupDiff, estimate: CostEstimate) -> dict[str, dg.MetadataValue]:
@@ -182,6 +248,16 @@ def diff_metadata(diff: LineupDiff, estimate: CostEstimate) -> dict[str, dg.Meta
         ("expected calls per build", str(estimate.calls_per_build)),
         ("worker model", estimate.worker_model),
         (
+            "worker prompt prefix (tokens)",
+            f"{estimate.prefix_tokens:,} ({'counted' if estimate.prefix_measured else 'estimated'})"
+            f"; cached from {estimate.cache_floor:,}: "
+            + (
+                f"yes, {estimate.cache_writes} first-wave cache writes"
+                if estimate.prefix_cached
+                else "no, every call pays it in full"
+            ),
+        ),
+        (
             "estimated build cost (USD)",
             "unpriced" if estimate.estimated_usd is None else f"{estimate.estimated_usd:.4f}",
         ),
@@ -226,6 +302,7 @@ def approve_lineup(
     planned: PlannedLineup,
     numbered: NumberedLineup,
     database: DatabaseResource,
+    llm: LlmResource,
 ) -> ApprovedLineup:
     """Approval gate: show the lineup diff and expected cost; stop the run until approved.
 
@@ -250,7 +327,10 @@ def approve_lineup(
             numbered.numbering,
         )
         spent = ai.ledger(settings.ledger_id).spent_usd
-        estimate = estimate_cost(analyzed, shared, numbered, spent)
+        selected = planned.sanitized.plan.only(numbered.selected_keys()).channels()
+        briefs = [render_channel_brief(channel) for _, channel in selected]
+        measure = measure_prompt(context, analyzed, shared, briefs, llm)
+        estimate = estimate_cost(analyzed, shared, briefs, spent, measure)
     metadata = diff_metadata(diff, estimate)
     root = context.dagster_run.root_run_id or context.run_id
     interrupt = approvals.find(root)
@@ -335,7 +415,12 @@ def approve_lineup(
         step_name="approveLineup",
         phase="approval",
         status="ok",
-        output={"decision": decision, "resolvedBy": resolved_by, "gate": GATE_ID},
+        output={
+            "decision": decision,
+            "resolvedBy": resolved_by,
+            "gate": GATE_ID,
+            "estimate": estimate.model_dump(mode="json"),
+        },
     )
     context.add_output_metadata(
         {**metadata, "decision": decision, "resolved_by": resolved_by or ""}

@@ -30,7 +30,13 @@ from airwave_dagster.domain.ai.tools import (
 from airwave_dagster.domain.ai.usage import Usage
 from ops.ai_lineup.checkpoints import BuildTask, LineupSettings
 from resources.ai_toolbox import PlexChannelToolbox
-from resources.llm import BudgetStop, LlmCallError, LlmClient, ToolOutcome
+from resources.llm import (
+    TRUNCATED_STOP_REASONS,
+    BudgetStop,
+    LlmCallError,
+    LlmClient,
+    ToolOutcome,
+)
 from resources.plex import PlexClient
 from resources.stores.ai import AiStore, media_items
 from resources.stores.channels import AirwaveStore, channel_row
@@ -241,7 +247,19 @@ def _run_agent(
         outcome = session.finish(error=f"{type(error).__name__}: {error}")
         return outcome, None
     usage = {model: agent.usage} if agent.calls else {}
-    outcome = session.finish(model_calls=agent.calls, usage=usage)
+    cut_off = None
+    if agent.stop in TRUNCATED_STOP_REASONS and not session.finished:
+        # The tools of a cut-off reply were never run: its input may be incomplete.
+        cut_off = (
+            "the model's reply was cut off before the channel was committed ("
+            + (
+                "its context window is full"
+                if agent.stop == "model_context_window_exceeded"
+                else "it reached max_tokens"
+            )
+            + ")"
+        )
+    outcome = session.finish(model_calls=agent.calls, usage=usage, error=cut_off)
     if agent.stop == "budget" and outcome.status != "created":
         outcome = outcome.model_copy(update={"status": "skipped", "reason": BUDGET_REASON})
     return outcome, None

@@ -24,6 +24,11 @@ from airwave_dagster.domain.ai.tools import PoolRules
 from airwave_dagster.domain.ai.usage import PriceTable
 from resources.llm import DEFAULT_PLANNER_MODEL, DEFAULT_WORKER_MODEL
 
+BUILD_CONCURRENCY = 6
+"""At most this many channel builds of one run at once (a sliding window, not the reference's
+waves); across runs the `llm` pool (AIRWAVE_LLM_CONCURRENCY) bounds them as well. The approval
+estimate uses it too: that many first calls go out before any response has begun."""
+
 Provider = Literal["anthropic", "offline"]
 ApprovalPolicy = Literal["required", "auto_when_nothing_removed", "never"]
 
@@ -146,6 +151,19 @@ class CostEstimate(BaseModel):
     estimated_usd: float | None
     planner_spent_usd: float
     budget_usd: float | None
+    prefix_tokens: int = Field(default=0, description="The worker's shared prefix, in tokens.")
+    prefix_measured: bool = Field(
+        default=False, description="Counted by the API's count_tokens (else estimated)."
+    )
+    cache_floor: int = Field(
+        default=0, description="The worker model's minimum cacheable prefix, in tokens."
+    )
+    prefix_cached: bool = Field(
+        default=False, description="Whether the prefix reaches the floor (else never cached)."
+    )
+    cache_writes: int = Field(
+        default=0, description="Builds whose first call writes the prefix (the first wave)."
+    )
 
 
 class ApprovedLineup(BaseModel):

@@ -10,6 +10,7 @@ from ops.ai_lineup.build_ops import (
     fan_out_ai_builds,
     report_lineup,
 )
+from ops.ai_lineup.checkpoints import BUILD_CONCURRENCY
 from ops.ai_lineup.ops import (
     analyze_library,
     build_shared_context,
@@ -17,10 +18,6 @@ from ops.ai_lineup.ops import (
     plan_lineup,
 )
 from ops.steps import fan_out_executor
-
-BUILD_CONCURRENCY = 6
-"""At most this many channel builds of one run at once (a sliding window, not the reference's
-waves); across runs the `llm` pool (AIRWAVE_LLM_CONCURRENCY) bounds them as well."""
 
 
 def ai_lineup_executor(start_method: str = "forkserver") -> dg.ExecutorDefinition:

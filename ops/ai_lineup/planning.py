@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airwave_dagster.domain.ai.context import VOCABULARY_FIELDS
+from airwave_dagster.domain.ai.models import output_cap
 from airwave_dagster.domain.ai.plan import (
     SanitizedPlan,
     plan_input_schema,
@@ -30,7 +31,13 @@ from ops.ai_lineup.checkpoints import (
     Provider,
 )
 from ops.ai_lineup.metering import Meter, price_table, unpriced_budget_problem, usage_columns
-from resources.llm import PLANNER_MAX_TOKENS, LlmCallError, LlmClient, LlmResource
+from resources.llm import (
+    PLANNER_MAX_TOKENS,
+    TRUNCATED_STOP_REASONS,
+    LlmCallError,
+    LlmClient,
+    LlmResource,
+)
 from resources.plex import PlexClient
 from resources.stores.ai import AiStore
 
@@ -135,7 +142,7 @@ def plan_with_model(
         "plan",
         step,
         model=settings.planner_model,
-        max_output_tokens=PLANNER_MAX_TOKENS,
+        max_output_tokens=output_cap(settings.planner_model, PLANNER_MAX_TOKENS),
         first_input_tokens=_approx_tokens(prompt),
     )
     tool = {
@@ -149,7 +156,7 @@ def plan_with_model(
             raise PlanningError(
                 "the budget cannot pay for the planner's next call at its worst case "
                 f"(${meter.next_call_worst_case():.4f}: the prompt uncached plus "
-                f"{PLANNER_MAX_TOKENS} output tokens); the planner was not called"
+                f"{meter.max_output_tokens} output tokens); the planner was not called"
             )
         common = {
             "step_name": "planLineup",
@@ -175,21 +182,25 @@ def plan_with_model(
                 **common,
                 **usage_columns(settings.planner_model, error.usage, settings.prices),
             )
-            raise PlanningError(
-                f"planner call failed: {error}. Resume the run to try again."
-            ) from error
+            advice = "" if error.needs_operator else " Resume the run to try again."
+            raise PlanningError(f"planner call failed: {error}.{advice}") from error
         usage = reply.usage
         try:
-            if reply.tool_input is None:
+            # A cut-off reply is never a plan, even when what arrived happens to parse.
+            if reply.tool_input is None or reply.stop_reason in TRUNCATED_STOP_REASONS:
                 raise PlanSchemaError([])
             sanitized = sanitize_plan(reply.tool_input, existing_package_keys=keys)  # type: ignore[arg-type]
         except PlanSchemaError as error:
-            truncated = reply.stop_reason == "max_tokens"
-            last_error = (
-                "the reply hit the output cap (max_tokens) before the plan was complete"
-                if truncated
-                else (str(error) if error.issues else "the reply called no plan tool")
-            )
+            if reply.stop_reason == "model_context_window_exceeded":
+                last_error = (
+                    "the reply filled the model's context window before the plan was complete"
+                )
+            elif reply.stop_reason == "max_tokens":
+                last_error = (
+                    "the reply hit the output cap (max_tokens) before the plan was complete"
+                )
+            else:
+                last_error = str(error) if error.issues else "the reply called no plan tool"
             ai.record_trace(
                 **step,
                 status="failed",

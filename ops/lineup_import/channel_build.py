@@ -47,6 +47,16 @@ def resolve_pool(plex: PlexResource, planned: PlannedChannel) -> list[MediaItem]
     )
 
 
+def vocabulary_gaps(plex: PlexResource, planned: PlannedChannel) -> list[str]:
+    """What the channel's filters and sort ask that this Plex server does not offer."""
+    if not planned.definitions:
+        return []
+    return plex.get_client().vocabulary_gaps(
+        [(d.mode, d.plex_filter, d.plex_library_key) for d in planned.definitions],
+        sort=plex_sort(planned.ordering, planned.sort_field, planned.sort_dir),
+    )
+
+
 def apply_channel(
     step: BuildStep,
     task: ChannelTask,
@@ -72,6 +82,8 @@ def apply_channel(
     if planned.disabled:
         notes.append("no portable filter: imported disabled")
     if task.dry_run:
+        result.unsupported = vocabulary_gaps(plex, planned)
+        notes.extend(f"this Plex server lacks it: {gap}" for gap in result.unsupported)
         pool = resolve_pool(plex, planned)
         result.pool_size = len(pool) if planned.definitions else None
         if planned.definitions and not pool:
@@ -123,6 +135,8 @@ def apply_channel(
     try:
         failpoints.reach(failpoints.BUILD_CLAIMED, key=number)
         with claims.held(outcome.channel_id, me):
+            result.unsupported = vocabulary_gaps(plex, planned)
+            notes.extend(f"this Plex server lacks it: {gap}" for gap in result.unsupported)
             pool = resolve_pool(plex, planned)
             if planned.definitions:
                 result.pool_size = len(pool)

@@ -82,6 +82,10 @@ class ChannelResult(BaseModel):
     adopted: bool = Field(
         default=False, description="Built by an earlier attempt of this channel and adopted."
     )
+    unsupported: list[str] = Field(
+        default_factory=list,
+        description="Filter fields and sorts this channel uses that the Plex server lacks.",
+    )
 
     @classmethod
     def of(

@@ -287,6 +287,7 @@ def build_channel(
             "number": planned.assigned_number,
             "pool_size": result.pool_size if result.pool_size is not None else -1,
             "schedule_slots": result.schedule_slots or 0,
+            "unsupported by Plex": "; ".join(result.unsupported) or "none",
             # The same words as the report's table: a dry-run "would create", it never "created".
             "status": "adopted"
             if result.adopted
@@ -382,4 +383,6 @@ def channel_trace_output(result: ChannelResult) -> dict[str, object]:
         "scheduleSlots": result.schedule_slots,
     }
     output.update({key: value for key, value in optional.items() if value is not None})
+    if result.unsupported:
+        output["unsupported"] = list(result.unsupported)
     return output

@@ -4,6 +4,7 @@ from airwave_dagster.emulators.anthropic.script import (
     Entry,
     ScriptError,
     error_reply,
+    spend_limit_reply,
     text_reply,
     tool_use_reply,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "StubRequest",
     "error_reply",
     "run_llm_stub",
+    "spend_limit_reply",
     "start_llm_stub",
     "text_reply",
     "tool_use_reply",

@@ -27,7 +27,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added per call")
     parser.add_argument(
-        "--min-cache-tokens", type=int, default=0, help="shortest prompt prefix that is cached"
+        "--min-cache-tokens",
+        type=int,
+        default=None,
+        help="permissive: one shortest cacheable prefix for every model "
+        "(default: each model's documented minimum)",
     )
     arguments = parser.parse_args(argv)
     try:

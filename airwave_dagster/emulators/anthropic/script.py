@@ -22,8 +22,26 @@ USAGE_FIELDS = (
 )
 
 STOP_REASONS = frozenset(
-    {"end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn"}
+    {
+        "end_turn",
+        "tool_use",
+        "max_tokens",
+        "stop_sequence",
+        "refusal",
+        "pause_turn",
+        "model_context_window_exceeded",
+    }
 )
+"""The stop reasons the API documents (platform.claude.com/docs/en/build-with-claude/
+handling-stop-reasons); `model_context_window_exceeded` ends a reply the context window cut off."""
+
+RATE_LIMIT_RETRY_AFTER = "1"
+"""`retry-after` (seconds) a 429 carries unless its entry sets one: the API sends it with every
+rate-limit error (platform.claude.com/docs/en/api/rate-limits, "retry-after" header)."""
+
+SPEND_LIMIT_CODE = "enforced_spend_limit_reached"
+"""`error.details.error_code` of the 429 the API sends once the organization's spend limit is
+reached (SDK type `anthropic.types.shared.EnforcedSpendLimitReachedError`)."""
 
 # The error type the real API pairs with each status (§6); the SDK picks its exception
 # class from the status alone, so this only fills the body's `error.type`.
@@ -61,7 +79,7 @@ _COMMON_KEYS = frozenset(
 _KIND_KEYS: dict[str, frozenset[str]] = {
     "text": frozenset({"text"}),
     "tool_use": frozenset({"name", "input", "id", "text", "calls"}),
-    "error": frozenset({"status", "error_type", "message", "headers"}),
+    "error": frozenset({"status", "error_type", "message", "headers", "error_code"}),
     "malformed": frozenset(),
 }
 
@@ -85,9 +103,19 @@ def tool_use_reply(name: str, tool_input: dict[str, Any], **options: Any) -> Ent
 
 
 def error_reply(status: int, message: str = "stub error", **options: Any) -> Entry:
-    """An entry answering with an API error (options: `error_type`, `headers`, `delay`, ...)."""
+    """An entry answering with an API error (options: `error_type`, `error_code`, `headers`…)."""
     return check_entry(
         {"kind": "error", "status": status, "message": message, **options}, "error_reply()"
+    )
+
+
+def spend_limit_reply(**options: Any) -> Entry:
+    """The 429 of an organization past its spend limit (`error.details.error_code`)."""
+    return error_reply(
+        429,
+        "You have reached your specified API usage limits.",
+        error_code=SPEND_LIMIT_CODE,
+        **options,
     )
 
 
@@ -243,11 +271,19 @@ def output_tokens(blocks: list[dict[str, Any]]) -> int:
     return max(1, math.ceil(len(text) / 4))
 
 
-def error_body(status: int, error_type: str | None, message: str, request_id: str) -> bytes:
-    """The JSON body of an API error, shaped like the real API's."""
-    payload = {
-        "type": "error",
-        "error": {"type": error_type or ERROR_TYPES.get(status, "api_error"), "message": message},
-        "request_id": request_id,
+def error_body(
+    status: int,
+    error_type: str | None,
+    message: str,
+    request_id: str,
+    error_code: str | None = None,
+) -> bytes:
+    """The JSON body of an API error, shaped like the real API's (`details` when coded)."""
+    error: dict[str, Any] = {
+        "type": error_type or ERROR_TYPES.get(status, "api_error"),
+        "message": message,
     }
+    if error_code is not None:
+        error["details"] = {"error_code": error_code}
+    payload = {"type": "error", "error": error, "request_id": request_id}
     return json.dumps(payload, ensure_ascii=False).encode()

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from airwave_dagster.emulators.anthropic.script import (
     MALFORMED_BODY,
+    RATE_LIMIT_RETRY_AFTER,
     USAGE_FIELDS,
     Entry,
     ScriptError,
@@ -233,7 +234,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.state.in_flight -= 1
 
     def _answer(self, record: StubRequest, path: str) -> None:
-        if self.state.latency > 0:
+        if path != MESSAGES_PATH and self.state.latency > 0:
             time.sleep(self.state.latency)
         problem = self._refusal(record)
         if problem is not None:
@@ -242,7 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = check_request(record.body, needs_max_tokens=path == MESSAGES_PATH)
         except InvalidRequest as error:
-            self._error(record, 400, str(error))
+            self._error(record, error.status, str(error))
             return
         if path == COUNT_TOKENS_PATH:
             self._json(record, 200, json.dumps({"input_tokens": total_tokens(body)}).encode())
@@ -299,28 +300,44 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(float(entry["delay"]))
         if entry["kind"] == "error":
             status = int(entry["status"])
+            headers = dict(entry.get("headers") or {})
+            if status == 429 and not {"retry-after", "retry-after-ms"} & {
+                name.lower() for name in headers
+            }:
+                headers["retry-after"] = RATE_LIMIT_RETRY_AFTER
             self._error(
                 record,
                 status,
                 str(entry.get("message", "stub error")),
                 error_type=entry.get("error_type"),
-                headers=entry.get("headers"),
+                error_code=entry.get("error_code"),
+                headers=headers,
             )
             return
         if entry["kind"] == "malformed":
             self._json(record, 200, MALFORMED_BODY)
             return
         blocks = reply_blocks(entry, lambda: self.state.next_id("toolu"))
-        usage = {
-            **self.state.cache.charge(body),
+        # The cache is looked up as the request arrives; what it writes becomes readable only
+        # when the response begins, after the model's time to first token (`latency`).
+        charge = self.state.cache.begin(body)
+        if self.state.latency > 0:
+            time.sleep(self.state.latency)
+        self.state.cache.publish(charge)
+        flat = {
+            **charge.usage,
             "output_tokens": output_tokens(blocks),
             **entry.get("usage", {}),
         }
-        usage = {name: usage[name] for name in USAGE_FIELDS}
-        record.usage = usage
+        usage: dict[str, Any] = {name: flat[name] for name in USAGE_FIELDS}
+        record.usage = dict(usage)
+        usage["cache_creation"] = {
+            "ephemeral_5m_input_tokens": charge.usage["ephemeral_5m_input_tokens"],
+            "ephemeral_1h_input_tokens": charge.usage["ephemeral_1h_input_tokens"],
+        }
         with self.state.lock:
             self.state.replies += 1
-            self.state.usage.update(usage)
+            self.state.usage.update(record.usage)
         message = {
             "id": self.state.next_id("msg"),
             "type": "message",
@@ -367,10 +384,11 @@ class _Handler(BaseHTTPRequestHandler):
         message: str,
         *,
         error_type: str | None = None,
+        error_code: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         request_id = self.state.next_id("req")
-        payload = error_body(status, error_type, message, request_id)
+        payload = error_body(status, error_type, message, request_id, error_code)
         self._json(record, status, payload, headers=headers, request_id=request_id)
 
     def _json(
@@ -508,7 +526,7 @@ class LLMStub:
         script: Iterable[Entry] = (),
         *,
         responder: Responder | None = None,
-        min_cache_tokens: int = 0,
+        min_cache_tokens: int | None = None,
         latency: float = 0.0,
         api_key: str | None = None,
         host: str = "127.0.0.1",
@@ -520,9 +538,11 @@ class LLMStub:
             script: Entries played first-in first-out (see `script.py` for the kinds).
             responder: Called with the request body when no scripted entry fits; returns an
                 entry, or None to answer "exhausted".
-            min_cache_tokens: Prefixes shorter than this are never cached (the real API's
-                minimum is 1,024-4,096 tokens; 0 keeps small test prompts cacheable).
-            latency: Seconds added before answering every Messages request.
+            min_cache_tokens: None (the default) caches as the real API does, from each model's
+                documented minimum (1,024-4,096 tokens, `models.MODELS`); a number is one floor
+                for every model, a permissive option (0 caches even tiny test prompts).
+            latency: Seconds before a Messages reply begins (the model's time to first token);
+                cache entries a request writes become readable only after it.
             api_key: When set, any other key gets 401; when None any non-empty key is accepted.
             host: Interface to bind; loopback by default.
             port: TCP port; 0 picks a free one.
@@ -671,7 +691,7 @@ def start_llm_stub(
     script: Iterable[Entry] = (),
     *,
     responder: Responder | None = None,
-    min_cache_tokens: int = 0,
+    min_cache_tokens: int | None = None,
     latency: float = 0.0,
     api_key: str | None = None,
     host: str = "127.0.0.1",
@@ -696,7 +716,7 @@ def run_llm_stub(
     script: Iterable[Entry] = (),
     default_text: str | None = None,
     latency: float = 0.0,
-    min_cache_tokens: int = 0,
+    min_cache_tokens: int | None = None,
 ) -> None:
     """Serve in the foreground until SIGINT or SIGTERM.
 
@@ -706,7 +726,7 @@ def run_llm_stub(
         script: Entries to play first.
         default_text: When given, every request the script does not cover gets this text.
         latency: Seconds added to every Messages request.
-        min_cache_tokens: Shortest cacheable prefix.
+        min_cache_tokens: One floor for every model; None (default): each model's documented one.
     """
     stop = threading.Event()
 

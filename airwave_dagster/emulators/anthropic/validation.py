@@ -1,10 +1,18 @@
-"""Request checks that catch agent-loop bugs the way the real API would (400, no entry consumed)."""
+"""Request checks that refuse what the real API refuses (400 or 404, no entry consumed).
+
+Sources: the Messages API reference (platform.claude.com/docs/en/api/messages: `max_tokens`
+"may not exceed the model's maximum", content block rules) and the errors page
+(platform.claude.com/docs/en/api/errors: 404 `not_found_error` for an unknown model); the
+messages of empty-block and tool-result refusals follow what the API answers (reported in
+anthropics/anthropic-sdk-python and anthropics/claude-code issues).
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from airwave_dagster.emulators.anthropic.models import find_model
 from airwave_dagster.emulators.anthropic.usage import MAX_BREAKPOINTS, count_breakpoints
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -12,6 +20,14 @@ TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 class InvalidRequest(ValueError):
     """A request the real API would refuse with 400 `invalid_request_error`."""
+
+    status = 400
+
+
+class UnknownModel(InvalidRequest):
+    """A model id the API does not serve: 404 `not_found_error`."""
+
+    status = 404
 
 
 def check_request(body: object, *, needs_max_tokens: bool = True) -> dict[str, Any]:
@@ -29,10 +45,18 @@ def check_request(body: object, *, needs_max_tokens: bool = True) -> dict[str, A
             raise InvalidRequest(f"{name}: Field required")
     if not isinstance(body["model"], str) or not body["model"]:
         raise InvalidRequest("model: must be a non-empty string")
+    spec = find_model(body["model"])
+    if spec is None:
+        raise UnknownModel(f"model: {body['model']}")
     if needs_max_tokens:
         max_tokens = body["max_tokens"]
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise InvalidRequest(f"max_tokens: must be an integer >= 1, got {max_tokens!r}")
+        if max_tokens > spec.max_output_tokens:
+            raise InvalidRequest(
+                f"max_tokens: {max_tokens} > {spec.max_output_tokens}, which is the maximum "
+                f"allowed number of output tokens for {body['model']}"
+            )
     _check_system(body.get("system"))
     tool_names = _check_tools(body.get("tools"))
     _check_tool_choice(body.get("tool_choice"), tool_names)
@@ -54,6 +78,23 @@ def _check_system(system: object) -> None:
     for index, block in enumerate(system):
         if not isinstance(block, dict) or block.get("type") != "text":
             raise InvalidRequest(f"system.{index}: must be a text block")
+        _check_text(block, f"system.{index}")
+
+
+def _check_text(block: dict[str, Any], where: str) -> None:
+    """Text blocks must carry text; a cache mark on an empty one is refused on its own terms."""
+    if block.get("type") != "text":
+        return
+    text = block.get("text")
+    if not isinstance(text, str):
+        raise InvalidRequest(f"{where}.text: Field required")
+    if text.strip():
+        return
+    if block.get("cache_control") is not None:
+        raise InvalidRequest(
+            f"{where}.cache_control: cache_control cannot be set for empty text blocks"
+        )
+    raise InvalidRequest(f"{where}: text content blocks must contain non-whitespace text")
 
 
 def _check_tools(tools: object) -> set[str]:
@@ -104,13 +145,19 @@ def _check_messages(messages: object) -> None:
             )
         content = message.get("content")
         if isinstance(content, list):
+            if not content and message.get("role") == "user":
+                raise InvalidRequest(f"messages.{index}: user messages must have non-empty content")
             for position, block in enumerate(content):
                 if not isinstance(block, dict) or not isinstance(block.get("type"), str):
                     raise InvalidRequest(
                         f"messages.{index}.content.{position}: must be a block with a type"
                     )
+                _check_text(block, f"messages.{index}.content.{position}")
+            _check_results_first(content, index)
         elif not isinstance(content, str):
             raise InvalidRequest(f"messages.{index}.content: must be a string or a list of blocks")
+        elif not content.strip():
+            raise InvalidRequest(f"messages.{index}: text content blocks must be non-empty")
     if messages[0]["role"] != "user":
         raise InvalidRequest('messages.0.role: the first message must use the "user" role')
     for index, message in enumerate(messages):
@@ -118,6 +165,20 @@ def _check_messages(messages: object) -> None:
             _check_answered(messages, index)
         else:
             _check_results(messages, index)
+
+
+def _check_results_first(content: list[dict[str, Any]], index: int) -> None:
+    """In a user turn, `tool_result` blocks come first: nothing may precede them."""
+    seen_other = False
+    for position, block in enumerate(content):
+        if block.get("type") == "tool_result":
+            if seen_other:
+                raise InvalidRequest(
+                    f"messages.{index}.content.{position}: `tool_result` blocks must come "
+                    "before any other content in a user message"
+                )
+        else:
+            seen_other = True
 
 
 def _check_answered(messages: list[dict[str, Any]], index: int) -> None:

@@ -21,6 +21,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=7, help="dataset seed")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="delay per request")
     parser.add_argument("--token", default=DEFAULT_TOKEN, help="the X-Plex-Token to accept")
+    parser.add_argument(
+        "--full-listings",
+        action="store_true",
+        help="permissive: full tag lists in listings (real servers send only the first few)",
+    )
     arguments = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     run_emulator(
@@ -30,6 +35,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         latency_ms=arguments.latency_ms,
         token=arguments.token,
         host=arguments.host,
+        truncate_tags=not arguments.full_listings,
     )
 
 

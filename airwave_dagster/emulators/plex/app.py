@@ -10,10 +10,11 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import quote, unquote
 
 from airwave_dagster.emulators.plex.dataset import EmulatedLibrary, Item, Section
+from airwave_dagster.emulators.plex.json_body import to_json
 from airwave_dagster.emulators.plex.query import (
     Compiler,
     QueryError,
@@ -42,6 +43,9 @@ from airwave_dagster.emulators.plex.vocabulary import (
     section_types,
 )
 
+JSON_TYPE = "application/json"
+_CONTAINER = re.compile(rb"<MediaContainer[^>]*>")
+_ATTRIBUTE = re.compile(rb'(\w+)="([^"]*)"')
 XML_TYPE = "text/xml;charset=utf-8"
 """The charset is mandatory: without it requests decodes text/* as ISO-8859-1 (G2)."""
 
@@ -58,6 +62,7 @@ class Response:
     body: bytes
     content_type: str
     kind: str
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +87,16 @@ def not_found(kind: str = "not_found") -> Response:
 class PlexApp:
     """Answers the read-only subset of the PMS API that plexapi 4.18.3 uses (§2)."""
 
-    def __init__(self, library: EmulatedLibrary, *, truncate_tags: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        library: EmulatedLibrary,
+        *,
+        truncate_tags: Callable[[], bool],
+        missing_fields: frozenset[str] = frozenset(),
+    ) -> None:
         self.library = library
-        self.renderer = Renderer(library)
+        self.missing_fields = missing_fields
+        self.renderer = Renderer(library, missing_fields)
         self._truncate_tags = truncate_tags
         self._searches: OrderedDict[tuple[object, ...], tuple[float, list[Item]]] = OrderedDict()
         self._choices: dict[tuple[int, str, str], list[tuple[str, str]]] = {}
@@ -94,6 +106,7 @@ class PlexApp:
             (re.compile(r"/identity"), self.identity),
             (re.compile(r"/library"), self.library_root),
             (re.compile(r"/library/sections/?"), self.sections),
+            (re.compile(r"/library/sections/all"), self.sections),
             (re.compile(r"/library/sections/(\d+)/all"), self.search),
             (re.compile(r"/library/sections/(\d+)/collections"), self.section_collections),
             (re.compile(r"/library/sections/(\d+)/(\w+)"), self.filter_choices),
@@ -109,7 +122,24 @@ class PlexApp:
         ]
 
     def handle(self, request: Request) -> Response:
-        """Dispatch one GET request."""
+        """Dispatch one GET request; JSON instead of XML when the client accepts only that."""
+        response = self._dispatch(request)
+        opening = _CONTAINER.search(response.body[:2048])
+        if opening is not None:
+            # Plex's published paging headers, so a client can page without reading the body.
+            attributes = dict(_ATTRIBUTE.findall(opening.group(0)))
+            if b"totalSize" in attributes:
+                paging = (
+                    ("X-Plex-Container-Start", attributes.get(b"offset", b"0").decode()),
+                    ("X-Plex-Container-Total-Size", attributes[b"totalSize"].decode()),
+                )
+                response = replace(response, headers=paging)
+        accept = next((v for k, v in request.headers.items() if k.lower() == "accept"), "")
+        if "application/json" in accept and response.content_type == XML_TYPE:
+            return replace(response, body=to_json(response.body), content_type=JSON_TYPE)
+        return response
+
+    def _dispatch(self, request: Request) -> Response:
         for pattern, handler in self._routes:
             match = pattern.fullmatch(request.path)
             if match:
@@ -221,7 +251,9 @@ class PlexApp:
                 return cached[1]
         candidates = self.library.of_type(section.key, item_type)
         if parsed.terms:
-            predicate = Compiler(self.library, item_type).compile(parsed.terms)
+            predicate = Compiler(self.library, item_type, missing=self.missing_fields).compile(
+                parsed.terms
+            )
             candidates = [item for item in candidates if predicate(item)]
         if parsed.sort:
             candidates = sort_items(self.library, candidates, parse_sort(item_type, parsed.sort))
@@ -286,7 +318,7 @@ class PlexApp:
             (int(t.value) for t in decode_query(request.query) if t.name == "type"), None
         )
         item_type = result_type(section.type, type_number)
-        definition = FIELDS.get(item_type, {}).get(name)
+        definition = None if name in self.missing_fields else FIELDS.get(item_type, {}).get(name)
         if definition is None or not definition.choices:
             return not_found("choices")
         query = "" if section.type == "movie" else f"&type={TYPE_NUMBERS[item_type]}"

@@ -12,6 +12,7 @@ import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 from airwave_dagster.domain.library import MediaItem
 
@@ -662,7 +663,27 @@ class EmulatedLibrary:
             season=item.parent_index,
             episode=item.index if item.type == "episode" else None,
             view_count=item.view_count,
+            **self._media_extras(item),
         )
+
+    def _media_extras(self, item: Item) -> dict[str, Any]:
+        """Tagline, artwork paths, audio and Dolby Vision details, as the server renders them."""
+        show_key = item.show_rating_key if item.type == "episode" else item.rating_key
+        extras: dict[str, Any] = {
+            "tagline": tagline_of(item) if item.type == "movie" else None,
+            "thumb": f"/library/metadata/{item.rating_key}/thumb/{item.updated_at}",
+            "art": f"/library/metadata/{show_key}/art/{item.updated_at}",
+        }
+        if item.resolution is None:
+            return extras
+        _, channels, dynamic = audio_of(item)
+        extras.update(audio_channels=channels, video_codec=item.video_codec)
+        if item.audio_languages:
+            extras["dynamic_audio"] = dynamic
+        if item.hdr == "Dolby Vision":
+            profile, compat = dovi_profile_of(item)
+            extras.update(dovi_profile=profile, dovi_level=6, dovi_bl_compat_id=compat)
+        return extras
 
     def media_items(self, section_key: int | None = None) -> list[MediaItem]:
         """Domain records for every playable item (of one section, when given)."""
@@ -671,6 +692,31 @@ class EmulatedLibrary:
             for item in self.playable()
             if section_key is None or item.section_key == section_key
         ]
+
+
+def tagline_of(item: Item) -> str:
+    """A movie's tagline, derived from its title so the generated library stays as it was."""
+    return f"Nothing prepared them for {item.title}."
+
+
+def audio_of(item: Item) -> tuple[str, int, str | None]:
+    """Codec, channels and object audio (Atmos, DTS:X) of an item's main audio track.
+
+    Derived from the rating key rather than drawn, so every seed's library is unchanged: most
+    files are 5.1, some stereo, a few 7.1 with Atmos (TrueHD) or DTS:X.
+    """
+    roll = item.rating_key % 20
+    if item.resolution == "4k" and roll < 4:
+        return ("truehd", 8, "Atmos") if roll < 3 else ("dca", 8, "DTS:X")
+    if roll < 6:
+        return "aac", 2, None
+    return "eac3", 6, None
+
+
+def dovi_profile_of(item: Item) -> tuple[int, int]:
+    """Dolby Vision profile and base-layer compatibility id: mostly 8.1 (HDR10-compatible), some
+    profile 5 files."""
+    return (5, 0) if item.rating_key % 4 == 0 else (8, 1)
 
 
 def iso_utc(epoch_seconds: int) -> str:

@@ -15,6 +15,7 @@ from urllib.parse import unquote_plus
 from airwave_dagster.emulators.plex.dataset import EmulatedLibrary, Item
 from airwave_dagster.emulators.plex.vocabulary import (
     FIELDS,
+    SORTS,
     TAG_TYPES,
     TYPE_NAMES,
     FieldDef,
@@ -182,10 +183,18 @@ def _always(_: Item) -> bool:
 class Compiler:
     """Turns the ordered terms of one search into a predicate over items of one type."""
 
-    def __init__(self, library: EmulatedLibrary, item_type: str, now: float | None = None) -> None:
+    def __init__(
+        self,
+        library: EmulatedLibrary,
+        item_type: str,
+        now: float | None = None,
+        *,
+        missing: frozenset[str] = frozenset(),
+    ) -> None:
         self.library = library
         self.item_type = item_type
         self.now = time.time() if now is None else now
+        self.missing = missing
 
     def compile(self, terms: Sequence[Term]) -> Predicate:
         """Build the predicate; terms are ANDed unless joined by `or=1` inside a push/pop group."""
@@ -214,9 +223,11 @@ class Compiler:
 
     def term(self, term: Term) -> Predicate:
         """One filter term, evaluated on the item itself or on its related show/season/episodes."""
+        if term.name == "guid":
+            return self._guid_test(term.op, term.value)
         prefix, _, key = term.name.rpartition(".")
         entity = prefix or self.item_type
-        definition = FIELDS.get(entity, {}).get(key)
+        definition = None if key in self.missing else FIELDS.get(entity, {}).get(key)
         if definition is None:
             raise QueryError(f"unknown filter field {term.name!r} for type {self.item_type}")
         if entity == self.item_type:
@@ -226,6 +237,19 @@ class Compiler:
         if (self.item_type, entity) in DOWNWARD:
             return self._downward(entity, definition, term.op, term.value)
         raise QueryError(f"field {term.name!r} does not relate to type {self.item_type}")
+
+    def _guid_test(self, op: str, value: str) -> Predicate:
+        """`guid=plex://movie/…[,…]`: the items with these guids (Plex's published filter)."""
+        if op not in ("=", "!="):
+            raise QueryError(f"operator {op!r} is not valid for guid")
+        wanted = set(value.split(","))
+        negate = op == "!="
+
+        def evaluate(item: Item) -> bool:
+            hit = f"plex://{item.type}/emu{item.rating_key}" in wanted
+            return not hit if negate else hit
+
+        return evaluate
 
     def _upward(self, entity: str, test: Predicate) -> Predicate:
         items = self.library.items
@@ -270,10 +294,10 @@ class Compiler:
             "resolution": ("=", "!="),
             "audioLanguage": ("=", "!="),
             "subtitleLanguage": ("=", "!="),
-            "integer": ("=", "!=", ">>=", "<<="),
+            "integer": ("=", "!=", ">>=", "<<=", ">=", "<="),
             "string": ("=", "!=", "==", "!==", "<=", ">="),
             "boolean": ("=", "!="),
-            "date": (">>=", "<<="),
+            "date": (">>=", "<<=", ">=", "<=", "=", "!="),
         }[definition.type]
         if op not in allowed:
             raise QueryError(f"operator {op!r} is not valid for {definition.key}")
@@ -322,6 +346,8 @@ class Compiler:
             "!=": lambda a: a not in numbers,
             ">>=": (lambda a: a > first) if STRICT_RANGES else (lambda a: a >= first),
             "<<=": (lambda a: a < first) if STRICT_RANGES else (lambda a: a <= first),
+            ">=": lambda a: a >= first,
+            "<=": lambda a: a <= first,
         }
         check = tests[op]
 
@@ -362,27 +388,38 @@ class Compiler:
         return evaluate
 
     def _date_test(self, definition: FieldDef, op: str, value: str) -> Predicate:
-        threshold = self.date_value(value.split(",")[0])
+        text = value.split(",")[0]
+        threshold = self.date_value(text)
+        # A day compared with `=` / `!=` is the whole day; any other value is one instant.
+        end = threshold + 86400 if _DAY.match(text) else threshold + 1
         get, library = definition.get, self.library
-        after = op == ">>="
+        strict_after = (lambda m: m > threshold) if STRICT_RANGES else (lambda m: m >= threshold)
+        strict_before = (lambda m: m < threshold) if STRICT_RANGES else (lambda m: m <= threshold)
+        tests: dict[str, Callable[[float], bool]] = {
+            ">>=": strict_after,
+            "<<=": strict_before,
+            ">=": lambda m: m >= threshold,
+            "<=": lambda m: m <= threshold,
+            "=": lambda m: threshold <= m < end,
+            "!=": lambda m: not threshold <= m < end,
+        }
+        check = tests[op]
 
         def evaluate(item: Item) -> bool:
             raw = get(library, item)
-            if raw is None:
-                return False
-            moment = int(raw)
-            if STRICT_RANGES:
-                return moment > threshold if after else moment < threshold
-            return moment >= threshold if after else moment <= threshold
+            return raw is not None and check(int(raw))
 
         return evaluate
 
     def date_value(self, text: str) -> float:
-        """Epoch seconds of a date term: `-30d` (relative to now), epoch seconds, or a day."""
+        """Epoch seconds of a date term: `-30d` / `-2592000` (relative to now, with or without a
+        unit: no unit is seconds), epoch seconds, or a day."""
         relative = _RELATIVE_DATE.match(text)
         if relative:
             return self.now - int(relative.group(1)) * _UNIT_SECONDS[relative.group(2)]
-        if re.fullmatch(r"-?\d+", text):
+        if re.fullmatch(r"-\d+", text):
+            return self.now - int(text[1:])  # relative without a unit: seconds ago
+        if re.fullmatch(r"\d+", text):
             return int(text)
         if _DAY.match(text):
             return local_midnight(text)
@@ -396,6 +433,11 @@ def parse_sort(item_type: str, spec: str) -> list[tuple[str | None, SortDef, boo
         name, _, direction = part.strip().partition(":")
         if direction not in ("", "asc", "desc", "nullsLast"):
             raise QueryError(f"unknown sort direction {direction!r}")
+        own = SORTS.get(item_type, {}).get(name.removeprefix(f"{item_type}."))
+        if "." in name.removeprefix(f"{item_type}.") and own is not None:
+            # A sort whose key is itself dotted (`episode.addedAt` of shows).
+            keys.append((None, own, direction == "desc"))
+            continue
         prefix, _, key = name.rpartition(".")
         # plexapi always prefixes the result type; a different prefix sorts by a related record.
         entity = prefix if prefix and prefix != item_type else item_type

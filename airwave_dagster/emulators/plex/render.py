@@ -14,6 +14,9 @@ from airwave_dagster.emulators.plex.dataset import (
     Item,
     Playlist,
     Section,
+    audio_of,
+    dovi_profile_of,
+    tagline_of,
 )
 from airwave_dagster.emulators.plex.vocabulary import (
     FIELDS,
@@ -35,8 +38,14 @@ LISTING_TAG_LIMITS = {
     "Producer": 0,
     "Role": 3,
     "Country": 1,
+    "Collection": 2,
 }
-"""How many tags of each kind real PMS keeps in listings (G10); used when truncation is on."""
+"""How many tags of each kind real PMS keeps in listings (G10), unless listings are full.
+
+Real servers cut every listing (`/all`, `/children`, `/allLeaves`, collection children) to the
+first few tags of each kind; only `/library/metadata/{ids}` carries the full lists (issue 22;
+python-plexapi documents the same in `PlexPartialObject` and reloads on attribute access).
+"""
 
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\n": "&#10;"})
 
@@ -46,7 +55,7 @@ class RenderOptions:
     """Per-request switches that change how items are written."""
 
     full: bool = False
-    truncate_tags: bool = False
+    truncate_tags: bool = True
     include_streams: bool = False
 
 
@@ -77,8 +86,9 @@ def _number(value: float | None) -> str | None:
 class Renderer:
     """Writes items, sections, collections, playlists and the filter vocabulary as XML."""
 
-    def __init__(self, library: EmulatedLibrary) -> None:
+    def __init__(self, library: EmulatedLibrary, missing: frozenset[str] = frozenset()) -> None:
         self.library = library
+        self.missing = missing
         self._meta: dict[tuple[int, bool], str] = {}
 
     def section_attrs(self, item_section: int) -> list[tuple[str, object]]:
@@ -120,8 +130,12 @@ class Renderer:
         self, item: Item, options: RenderOptions, extra: Iterable[tuple[str, object]]
     ) -> str:
         pairs = self._common(item)
+        show_key = item.show_rating_key if item.type == "episode" else item.rating_key
         pairs += [
             ("summary", item.summary),
+            ("tagline", tagline_of(item) if item.type == "movie" else None),
+            ("thumb", f"/library/metadata/{item.rating_key}/thumb/{item.updated_at}"),
+            ("art", f"/library/metadata/{show_key}/art/{item.updated_at}"),
             ("year", item.year),
             ("duration", item.duration_ms),
             ("originallyAvailableAt", item.originally_available_at),
@@ -168,8 +182,8 @@ class Renderer:
                 ("videoResolution", item.resolution),
                 ("videoCodec", item.video_codec),
                 ("videoProfile", "main 10" if item.hdr else "main"),
-                ("audioCodec", "eac3"),
-                ("audioChannels", 6),
+                ("audioCodec", audio_of(item)[0]),
+                ("audioChannels", audio_of(item)[1]),
                 ("container", "mkv"),
             ]
         )
@@ -200,17 +214,22 @@ class Renderer:
         elif item.hdr == "HLG":
             video.append(("colorTrc", "arib-std-b67"))
         elif item.hdr == "Dolby Vision":
+            profile, compat = dovi_profile_of(item)
             video += [
                 ("colorTrc", "smpte2084"),
                 ("DOVIPresent", 1),
-                ("DOVIProfile", 8),
+                ("DOVIProfile", profile),
                 ("DOVILevel", 6),
-                ("DOVIBLCompatID", 1),
+                ("DOVIBLCompatID", compat),
             ]
         parts = [f"<Stream{attributes(video)}/>"]
+        codec, channels, dynamic = audio_of(item)
         for offset, language in enumerate(item.audio_languages, start=1):
-            audio = [("id", part_id * 10 + offset), ("streamType", 2), ("codec", "eac3")]
-            audio += [("languageCode", language), ("channels", 6)]
+            audio = [("id", part_id * 10 + offset), ("streamType", 2), ("codec", codec)]
+            audio += [("languageCode", language), ("channels", channels)]
+            layout = {2: "2.0", 6: "5.1", 8: "7.1"}[channels]
+            label = f"{codec.upper()}{' ' + dynamic if dynamic else ''} {layout}"
+            audio += [("displayTitle", f"{language.title()} ({label})")]
             parts.append(f"<Stream{attributes(audio)}/>")
         for offset, language in enumerate(item.subtitle_languages, start=10):
             subtitle = [("id", part_id * 10 + offset), ("streamType", 3), ("codec", "srt")]
@@ -377,7 +396,7 @@ class Renderer:
             children: list[str] = []
             fields = FIELDS[item_type] if item_type != "season" else {}
             for definition in fields.values():
-                if definition.choices:
+                if definition.choices and definition.key not in self.missing:
                     pairs: list[tuple[str, object]] = [
                         ("filter", definition.key),
                         ("filterType", definition.type),
@@ -398,6 +417,8 @@ class Renderer:
                 ]
                 children.append(f"<Sort{attributes(pairs)}/>")
             for definition in FIELDS[item_type].values():
+                if definition.key in self.missing:
+                    continue
                 pairs = [
                     ("key", f"{prefix}{definition.key}"),
                     ("title", definition.title),

@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler
 from types import FrameType, TracebackType
@@ -21,6 +22,7 @@ from airwave_dagster.emulators.http_server import TrackedThreadingServer
 from airwave_dagster.emulators.plex.app import PlexApp, Request, Response, unquoted_path
 from airwave_dagster.emulators.plex.dataset import EmulatedLibrary, build_library
 from airwave_dagster.emulators.plex.query import decode_query
+from airwave_dagster.emulators.plex.vocabulary import OPTIONAL_FIELDS
 
 logger = logging.getLogger(__name__)
 
@@ -39,14 +41,15 @@ class EmulatorOptions:
         fail_rate: Share of requests (0..1) answered 500, drawn from an RNG seeded by the library
             seed so a run's failure pattern repeats.
         fail_all: Answer every request 500 (a server that is up but broken).
-        truncate_tags: Cut tag lists in listings the way real PMS does (G10).
+        truncate_tags: Cut tag lists in listings the way real PMS does (G10); on by default.
+            Off (`--full-listings`) is a permissive mode that real servers never offer.
     """
 
     token: str = DEFAULT_TOKEN
     latency_ms: float = 0.0
     fail_rate: float = 0.0
     fail_all: bool = False
-    truncate_tags: bool = False
+    truncate_tags: bool = True
 
 
 @dataclass(slots=True)
@@ -181,6 +184,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("Content-Length", str(len(response.body)))
+        for name, value in response.headers:
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(response.body)
 
@@ -264,7 +269,8 @@ def start_emulator(
     token: str = DEFAULT_TOKEN,
     latency_ms: float = 0,
     fail_rate: float = 0,
-    truncate_tags: bool = False,
+    truncate_tags: bool = True,
+    missing_fields: Iterable[str] = (),
     library: EmulatedLibrary | None = None,
 ) -> EmulatorHandle:
     """Serve a synthetic library from a daemon thread and return at once.
@@ -277,7 +283,10 @@ def start_emulator(
         token: The accepted `X-Plex-Token`.
         latency_ms: Delay added to every request.
         fail_rate: Share of requests answered 500.
-        truncate_tags: Truncate tag lists in listings like real PMS (G10).
+        truncate_tags: Truncate tag lists in listings like real PMS (G10); False only for a
+            permissive test.
+        missing_fields: Filter fields this server lacks (from `vocabulary.OPTIONAL_FIELDS`):
+            absent from its `<Meta>`, refused in searches, as an older server would.
         library: A library built earlier, to share one dataset between servers and tests.
 
     Returns:
@@ -287,7 +296,11 @@ def start_emulator(
     options = EmulatorOptions(
         token=token, latency_ms=latency_ms, fail_rate=fail_rate, truncate_tags=truncate_tags
     )
-    app = PlexApp(served, truncate_tags=lambda: options.truncate_tags)
+    missing = frozenset(missing_fields)
+    unknown = missing - OPTIONAL_FIELDS
+    if unknown:
+        raise ValueError(f"not optional filter fields: {', '.join(sorted(unknown))}")
+    app = PlexApp(served, truncate_tags=lambda: options.truncate_tags, missing_fields=missing)
     server = EmulatorServer((host, port), app, options, RequestStats(), served.seed)
     # A short poll interval makes stop() quick; idle polling costs nothing measurable.
     thread = threading.Thread(
@@ -307,6 +320,8 @@ def run_emulator(
     latency_ms: float = 0,
     token: str = DEFAULT_TOKEN,
     host: str = "127.0.0.1",
+    *,
+    truncate_tags: bool = True,
 ) -> None:
     """Serve in the foreground until SIGINT or SIGTERM.
 
@@ -317,6 +332,7 @@ def run_emulator(
         latency_ms: Delay added to every request.
         token: The accepted `X-Plex-Token`.
         host: Interface to bind.
+        truncate_tags: Partial tag lists in listings, as real servers send (the default).
     """
     stop = threading.Event()
 
@@ -326,7 +342,13 @@ def run_emulator(
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     started = time.monotonic()
     handle = start_emulator(
-        items=items, seed=seed, port=port, host=host, token=token, latency_ms=latency_ms
+        items=items,
+        seed=seed,
+        port=port,
+        host=host,
+        token=token,
+        latency_ms=latency_ms,
+        truncate_tags=truncate_tags,
     )
     logger.info(
         "Plex emulator serving %d items (seed %d) at %s with token %r (built in %.1fs)",

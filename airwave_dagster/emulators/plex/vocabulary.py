@@ -28,7 +28,14 @@ TAG_TYPES = frozenset({"tag", "resolution", "audioLanguage", "subtitleLanguage"}
 
 OPERATORS: dict[str, tuple[tuple[str, str], ...]] = {
     "tag": (("=", "is"), ("!=", "is not")),
-    "integer": (("=", "is"), ("!=", "is not"), (">>=", "is greater than"), ("<<=", "is less than")),
+    "integer": (
+        ("=", "is"),
+        ("!=", "is not"),
+        (">>=", "is greater than"),
+        ("<<=", "is less than"),
+        (">=", "is greater than or equal to"),
+        ("<=", "is less than or equal to"),
+    ),
     "string": (
         ("=", "contains"),
         ("!=", "does not contain"),
@@ -38,12 +45,21 @@ OPERATORS: dict[str, tuple[tuple[str, str], ...]] = {
         (">=", "ends with"),
     ),
     "boolean": (("=", "is true"), ("!=", "is false")),
-    "date": (("<<=", "is before"), (">>=", "is after")),
+    "date": (
+        ("<<=", "is before"),
+        (">>=", "is after"),
+        ("<=", "is on or before"),
+        (">=", "is on or after"),
+        ("=", "is"),
+        ("!=", "is not"),
+    ),
     "resolution": (("=", "is"),),
     "audioLanguage": (("=", "is"), ("!=", "is not")),
     "subtitleLanguage": (("=", "is"), ("!=", "is not")),
 }
-"""Operators per field type. Real PMS offers no inclusive >= / <= on numbers and dates (G13)."""
+"""Operators per field type, as Plex's published API notes list them: strict `>>=` / `<<=` and
+inclusive `>=` / `<=` on numbers and dates, `=` / `!=` on dates (the whole day), relative dates
+such as `-30d` or, without a unit, `-2592000` seconds."""
 
 RESOLUTION_TITLES = {"4k": "4K", "1080": "1080p", "720": "720p", "480": "480p", "sd": "SD"}
 
@@ -200,7 +216,6 @@ FIELDS: dict[str, dict[str, FieldDef]] = {
             ACTOR,
             COUNTRY,
             CONTENT_RATING,
-            LOCATION,
             RESOLUTION,
             AUDIO_LANGUAGE,
             SUBTITLE_LANGUAGE,
@@ -211,7 +226,6 @@ FIELDS: dict[str, dict[str, FieldDef]] = {
             USER_RATING,
             AUDIENCE_RATING,
             CRITIC_RATING,
-            CONTENT_RATING_AGE,
             VIEW_OFFSET,
             RATING_KEY,
             RELEASED,
@@ -244,14 +258,12 @@ FIELDS: dict[str, dict[str, FieldDef]] = {
             ACTOR,
             COUNTRY,
             CONTENT_RATING,
-            LOCATION,
             YEAR,
             DECADE,
             VIEW_COUNT,
             USER_RATING,
             AUDIENCE_RATING,
             CRITIC_RATING,
-            CONTENT_RATING_AGE,
             RATING_KEY,
             RELEASED,
             ADDED,
@@ -267,12 +279,9 @@ FIELDS: dict[str, dict[str, FieldDef]] = {
         for f in (
             TITLE,
             SUMMARY,
-            DIRECTOR,
-            WRITER,
             ACTOR,
             LABEL,
             CONTENT_RATING,
-            LOCATION,
             RESOLUTION,
             AUDIO_LANGUAGE,
             SUBTITLE_LANGUAGE,
@@ -293,7 +302,6 @@ FIELDS: dict[str, dict[str, FieldDef]] = {
             UNWATCHED,
             IN_PROGRESS,
             HDR,
-            DOVI,
             UNMATCHED,
             DUPLICATE,
             TRASH,
@@ -301,7 +309,19 @@ FIELDS: dict[str, dict[str, FieldDef]] = {
     },
     "collection": {f.key: f for f in (TITLE, LABEL)},
 }
-"""Fields per item type. In show sections the Meta lists them prefixed (`show.genre`)."""
+"""Fields per item type, as real servers advertise them (issue 22, from captured `<Meta>` blocks).
+
+In show sections the Meta lists them prefixed (`show.genre`). Real servers offer no
+`episode.director`, `episode.writer`, `episode.dovi`, no `location` filter and no
+`contentRatingAge`; `LOCATION` and `CONTENT_RATING_AGE` stay defined for a caller that builds its
+own vocabulary, but no item type lists them.
+"""
+
+OPTIONAL_FIELDS = frozenset(
+    {"hdr", "dovi", "audioLanguage", "subtitleLanguage", "editionTitle", "network", "label"}
+)
+"""Fields some servers lack (older releases, libraries without media analysis); the emulator's
+`missing_fields` option removes any of them from the vocabulary and refuses them in searches."""
 
 
 def _sort(key: str, title: str, direction: str, get: Getter) -> SortDef:
@@ -345,15 +365,40 @@ HIDDEN_SORTS = (
 )
 """Sorts plexapi adds on its own (or callers may send raw); accepted but not listed in the Meta."""
 
+VIEW_OFFSET_SORT = _sort("viewOffset", "Progress", "desc", lambda _, i: i.view_offset or None)
+
+
+def _latest_episode_added(library: EmulatedLibrary, item: Item) -> Any:
+    added = [library.items[key].added_at for key in library.leaves.get(item.rating_key, [])]
+    return max(added) if added else None
+
+
+SHOW_ONLY_SORTS = (
+    _sort(
+        "unviewedLeafCount",
+        "Unplayed Episodes",
+        "desc",
+        lambda _, i: i.leaf_count - i.viewed_leaf_count,
+    ),
+    _sort("episode.addedAt", "Last Episode Date Added", "desc", _latest_episode_added),
+)
+
 SORTS: dict[str, dict[str, SortDef]] = {
-    "movie": {s.key: s for s in PLAYABLE_SORTS},
+    "movie": {s.key: s for s in (*PLAYABLE_SORTS, VIEW_OFFSET_SORT)},
     "show": {
-        s.key: s for s in PLAYABLE_SORTS if s.key not in ("duration", "mediaHeight", "mediaBitrate")
+        **{
+            s.key: s
+            for s in PLAYABLE_SORTS
+            if s.key not in ("duration", "mediaHeight", "mediaBitrate")
+        },
+        **{s.key: s for s in SHOW_ONLY_SORTS},
     },
     "season": {"titleSort": TITLE_SORT},
-    "episode": {s.key: s for s in PLAYABLE_SORTS},
+    "episode": {s.key: s for s in (*PLAYABLE_SORTS, VIEW_OFFSET_SORT) if s.key != "contentRating"},
     "collection": {"titleSort": TITLE_SORT},
 }
+"""Sorts per item type as real servers advertise them: episodes have no `contentRating` sort;
+movies and episodes sort by `viewOffset`; shows by `unviewedLeafCount` and `episode.addedAt`."""
 
 HIDDEN_SORTS_BY_KEY = {s.key: s for s in HIDDEN_SORTS}
 

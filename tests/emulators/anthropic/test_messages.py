@@ -355,15 +355,16 @@ def test_exhausted_script_fails_loudly_without_retries(
 def test_count_tokens_totals_the_prompt_without_touching_the_cache(
     stub: LLMStub, client: anthropic.Anthropic
 ) -> None:
-    system = [{"type": "text", "text": "x" * 400, "cache_control": {"type": "ephemeral"}}]
+    # Above claude-sonnet-4-6's 1,024-token minimum, so the first reply writes the cache.
+    system = [{"type": "text", "text": "x" * 6000, "cache_control": {"type": "ephemeral"}}]
     counted = client.messages.count_tokens(model=MODEL, system=system, messages=[user("q")])
     stub.add(text_reply("ok"))
     reply = client.messages.create(model=MODEL, max_tokens=8, system=system, messages=[user("q")])
 
     usage = reply.usage
     paid = usage.input_tokens + (usage.cache_creation_input_tokens or 0)
-    assert counted.input_tokens == paid > 100
-    assert usage.cache_creation_input_tokens and usage.cache_creation_input_tokens > 100
+    assert counted.input_tokens == paid > 1024
+    assert usage.cache_creation_input_tokens and usage.cache_creation_input_tokens > 1024
 
 
 def test_unknown_paths_get_404_and_missing_key_gets_401(stub: LLMStub) -> None:

@@ -65,7 +65,9 @@ def test_first_call_writes_later_calls_read() -> None:
     assert second["cache_creation_input_tokens"] == 0
     assert second["input_tokens"] > first["input_tokens"]
     total = total_tokens(_request("Channel 101: noir"))
-    assert sum(first.values()) == total
+    paid = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    assert sum(first[name] for name in paid) == total
+    assert first["ephemeral_5m_input_tokens"] == first["cache_creation_input_tokens"]
 
 
 def test_a_changed_prefix_or_model_misses() -> None:
@@ -106,12 +108,12 @@ def test_a_moved_breakpoint_still_reads_the_earlier_prefix() -> None:
     first_turn = [
         {
             "role": "user",
-            "content": [{"type": "text", "text": "turn one " * 200, "cache_control": EPHEMERAL}],
+            "content": [{"type": "text", "text": CONTEXT, "cache_control": EPHEMERAL}],
         }
     ]
     first = cache.charge({"model": MODEL, "messages": first_turn})
     later = [
-        {"role": "user", "content": [{"type": "text", "text": "turn one " * 200}]},
+        {"role": "user", "content": [{"type": "text", "text": CONTEXT}]},
         {"role": "assistant", "content": [{"type": "text", "text": "reply"}]},
         {
             "role": "user",
@@ -173,8 +175,14 @@ def test_errors_do_not_touch_the_cache(stub: LLMStub, client: anthropic.Anthropi
     assert usage.cache_read_input_tokens == 0 and usage.cache_creation_input_tokens
 
 
-def test_identical_concurrent_first_calls_pay_one_write(client_for: ClientFactory) -> None:
-    with LLMStub([text_reply(str(n)) for n in range(4)]) as stub:
+def test_concurrent_first_calls_each_pay_a_write(client_for: ClientFactory) -> None:
+    """An entry is readable only once the response that wrote it has begun.
+
+    Source: Anthropic's prompt-caching guide ("a cache entry only becomes available after the
+    first response begins"; concurrent requests sent before that do not hit it), at
+    platform.claude.com/docs/en/build-with-claude/prompt-caching.
+    """
+    with LLMStub([text_reply(str(n)) for n in range(5)], latency=0.4) as stub:
         client = client_for(stub)
         call = _request("same")
         del call["model"], call["max_tokens"]
@@ -188,7 +196,92 @@ def test_identical_concurrent_first_calls_pay_one_write(client_for: ClientFactor
             thread.start()
         for thread in threads:
             thread.join(timeout=10)
+        later = client.messages.create(model=MODEL, max_tokens=64, **call).usage
 
-    writes = [usage for usage in usages if usage.cache_creation_input_tokens]
-    assert len(usages) == 4 and len(writes) == 1
+    assert len(usages) == 4
+    assert all(u.cache_creation_input_tokens and not u.cache_read_input_tokens for u in usages)
+    assert later.cache_read_input_tokens == usages[0].cache_creation_input_tokens
+    assert not later.cache_creation_input_tokens
     assert stub.stats()["cached_prefixes"] == 1
+
+
+@pytest.mark.parametrize(
+    ("model", "floor"),
+    [
+        ("claude-haiku-4-5", 4096),
+        ("claude-haiku-4-5-20251001", 4096),
+        ("claude-opus-4-5", 4096),
+        ("claude-opus-4-6", 4096),
+        ("claude-sonnet-4-6", 1024),
+        ("claude-sonnet-4-5", 1024),
+        ("claude-opus-4-1", 1024),
+        ("claude-3-5-haiku", 2048),
+    ],
+)
+def test_each_model_has_its_documented_minimum_cacheable_prefix(model: str, floor: int) -> None:
+    """Below a model's minimum nothing is written or read, and no error is raised.
+
+    Source: prompt-caching guide, "Cache limitations" (4,096 tokens for Opus 4.6, Opus 4.5 and
+    Haiku 4.5; 1,024 for Sonnet 4.6/4.5, Opus 4.1/4, Sonnet 4/3.7; 2,048 for Haiku 3.5/3), as
+    quoted in anthropics/anthropic-sdk-python#1194.
+    """
+
+    def body(tokens: int) -> dict[str, Any]:
+        # A quarter of the block's canonical JSON, `{"text":"…","type":"text"}` (25 more chars).
+        text = "x" * (tokens * 4 - 25)
+        block = {"type": "text", "text": text, "cache_control": EPHEMERAL}
+        return {"model": model, "messages": [{"role": "user", "content": [block]}]}
+
+    cache = PromptCache()
+    below = body(floor - 1)
+    at = body(floor)
+    assert total_tokens(below) == floor - 1 and total_tokens(at) == floor
+
+    for _ in range(2):
+        usage = cache.charge(below)
+        assert usage["cache_creation_input_tokens"] == usage["cache_read_input_tokens"] == 0
+        assert usage["input_tokens"] == floor - 1
+    assert cache.charge(at)["cache_creation_input_tokens"] == floor
+    assert cache.charge(at)["cache_read_input_tokens"] == floor
+
+
+def test_entries_live_five_minutes_from_last_use() -> None:
+    """Source: prompt-caching guide: the default lifetime is 5 minutes, "refreshed for no
+    additional cost each time the cached content is used"."""
+    now = [1000.0]
+    cache = PromptCache(clock=lambda: now[0])
+    assert cache.charge(_request("a"))["cache_creation_input_tokens"]
+    now[0] += 290
+    assert cache.charge(_request("a"))["cache_read_input_tokens"]  # refreshed at +290 s
+    now[0] += 290
+    assert cache.charge(_request("a"))["cache_read_input_tokens"]  # 580 s after the write
+    now[0] += 301
+    expired = cache.charge(_request("a"))
+    assert expired["cache_read_input_tokens"] == 0 and expired["cache_creation_input_tokens"]
+
+
+def test_one_hour_entries_are_reported_as_one_hour_writes(
+    stub: LLMStub, client: anthropic.Anthropic
+) -> None:
+    """Source: prompt-caching guide, "1-hour cache duration": `"ttl": "1h"` keeps the entry an
+    hour and is billed at the 1-hour write price, reported in `usage.cache_creation`
+    (`ephemeral_1h_input_tokens`; SDK type `anthropic.types.CacheCreation`)."""
+    now = [0.0]
+    cache = PromptCache(clock=lambda: now[0])
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    body = _request("a")
+    body["messages"][0]["content"][0]["cache_control"] = hour
+    written = cache.charge(body)
+    assert written["ephemeral_1h_input_tokens"] == written["cache_creation_input_tokens"] > 0
+    assert written["ephemeral_5m_input_tokens"] == 0
+    now[0] += 50 * 60
+    assert cache.charge(body)["cache_read_input_tokens"] == written["cache_creation_input_tokens"]
+    now[0] += 61 * 60
+    assert cache.charge(body)["cache_read_input_tokens"] == 0
+
+    stub.add(text_reply("ok"))
+    call = {k: v for k, v in body.items() if k not in ("model", "max_tokens")}
+    usage = client.messages.create(model=MODEL, max_tokens=64, **call).usage
+    assert usage.cache_creation is not None
+    assert usage.cache_creation.ephemeral_1h_input_tokens == usage.cache_creation_input_tokens
+    assert usage.cache_creation.ephemeral_5m_input_tokens == 0
