@@ -40,7 +40,11 @@ def production_resources(settings: Settings | None = None) -> dict[str, object]:
     """
     settings = settings or Settings.load()
     database = DatabaseResource(
-        url=dg.EnvVar(DATABASE_URL_ENV), claim_stale_seconds=settings.claim_stale_seconds
+        url=dg.EnvVar(DATABASE_URL_ENV),
+        claim_stale_seconds=settings.claim_stale_seconds,
+        mode=settings.mode,
+        source_id=settings.source_id,
+        user_email=settings.airwave_user,
     )
     return {
         "database": database,
@@ -52,21 +56,32 @@ def production_resources(settings: Settings | None = None) -> dict[str, object]:
     }
 
 
-def build_definitions(resources: Mapping[str, object]) -> dg.Definitions:
-    """The code location's definitions with the given resources bound."""
+def build_definitions(resources: Mapping[str, object], *, attached: bool = False) -> dg.Definitions:
+    """The code location's definitions with the given resources bound.
+
+    Args:
+        resources: The resources to bind (`production_resources()` in production).
+        attached: On a running Airwave's database: maintenance schedules, the library refresh
+            and the follow-library sensor are stopped by default and their runs refuse, since
+            Airwave's own server maintains every channel (docs/attached.md).
+    """
     return dg.Definitions(
         jobs=[import_lineup, *MAINTENANCE_JOBS, follow_library, refresh_library, ai_lineup],
         assets=[plex_library, library_profile, ai_lineup_asset],
-        schedules=[*maintenance_schedules(), refresh_library_schedule],
+        schedules=[
+            *maintenance_schedules(attached=attached),
+            refresh_library_schedule(attached=attached),
+        ],
         sensors=[
-            build_follow_library_sensor(follow_library),
+            build_follow_library_sensor(follow_library, attached=attached),
             build_lineup_upload_sensor(import_lineup),
         ],
         resources=dict(resources),
     )
 
 
-defs = build_definitions(production_resources())
+_settings = Settings.load()
+defs = build_definitions(production_resources(_settings), attached=_settings.attached)
 
 
 def import_lineup_job() -> dg.JobDefinition:

@@ -73,3 +73,11 @@ def import_key_of_digest(
     """`import_key` for content whose SHA-256 hex digest is already known."""
     selection = ",".join(map(str, sorted(select))) if select is not None else "all"
     return f"{IMPORT_LINEUP_JOB}:{digest}:{'dry-run' if dry_run else 'write'}:{selection}"
+
+
+ATTACHED_MAINTENANCE_OFF = (
+    "off in attached mode: Airwave's own server keeps every channel's schedule and its library "
+    "rows (its schedule and library jobs run against every channel); running this project's "
+    "as well would make two maintainers of the same rows (docs/attached.md)"
+)
+"""Why maintenance, library refreshes and the follow-library sensor do nothing when attached."""

@@ -33,6 +33,10 @@ CELERY_QUEUE_ENV = "AIRWAVE_CELERY_QUEUE"
 APPROVERS_ENV = "AIRWAVE_APPROVERS"
 LLM_CONCURRENCY_ENV = "AIRWAVE_LLM_CONCURRENCY"
 FAILPOINTS_DIR_ENV = "AIRWAVE_FAILPOINTS_DIR"
+MODE_ENV = "AIRWAVE_MODE"
+SOURCE_ID_ENV = "AIRWAVE_SOURCE_ID"
+AIRWAVE_USER_ENV = "AIRWAVE_USER"
+AUTH_SECRET_ENV = "BETTER_AUTH_SECRET"
 
 CHECKOUT_ROOT = Path(__file__).resolve().parents[1]
 """Where a checkout keeps `pyproject.toml`; an installed wheel has none there."""
@@ -147,6 +151,40 @@ class Settings(BaseSettings):
         ),
     )
 
+    mode: Literal["standalone", "attached"] = Field(
+        default="standalone",
+        validation_alias=MODE_ENV,
+        description=(
+            "`standalone`: the project creates Airwave's tables in its own database. `attached`: "
+            "AIRWAVE_DATABASE_URL is a running Airwave's database, whose tables are only read and "
+            "written, never created or altered (docs/attached.md)."
+        ),
+    )
+    source_id: str | None = Field(
+        default=None,
+        validation_alias=SOURCE_ID_ENV,
+        description=(
+            "Attached mode: the id of the Airwave media source to build against. Unset: "
+            "Airwave's default source, else its only one."
+        ),
+    )
+    airwave_user: str | None = Field(
+        default=None,
+        validation_alias=AIRWAVE_USER_ENV,
+        description=(
+            "Email of the Airwave user recorded as the creator of new channels. Unset: the "
+            "oldest admin in attached mode (as Airwave's own job trigger), nobody standalone."
+        ),
+    )
+    better_auth_secret: SecretStr | None = Field(
+        default=None,
+        validation_alias=AUTH_SECRET_ENV,
+        description=(
+            "Attached mode: Airwave's BETTER_AUTH_SECRET, the key of its Plex token and AI keys "
+            "at rest. Needed only when those are stored encrypted."
+        ),
+    )
+
     failpoints_dir: Path | None = Field(
         default=None,
         validation_alias=FAILPOINTS_DIR_ENV,
@@ -156,6 +194,11 @@ class Settings(BaseSettings):
             "in a deployment."
         ),
     )
+
+    @property
+    def attached(self) -> bool:
+        """True when the project runs on a real Airwave's database (docs/attached.md)."""
+        return self.mode == "attached"
 
     def approver_names(self) -> frozenset[str] | None:
         """The approvers list, or None when anyone may answer."""

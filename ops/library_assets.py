@@ -9,6 +9,7 @@ import dagster as dg
 from airwave_dagster.domain.ai.profile import LibraryProfile, build_profile
 from airwave_dagster.run_tags import (
     AI_LINEUP_ASSET,
+    ATTACHED_MAINTENANCE_OFF,
     JOB_TAG,
     LIBRARY_PROFILE_ASSET,
     PLEX_LIBRARY_ASSET,
@@ -63,6 +64,8 @@ def plex_library(
     context: dg.AssetExecutionContext, database: DatabaseResource, plex: PlexResource
 ) -> dg.MaterializeResult:
     """Page every playable item from Plex into the snapshot and mark vanished ones unavailable."""
+    if database.deployment.attached:
+        raise dg.Failure(description=f"library refresh: {ATTACHED_MAINTENANCE_OFF}")
     try:
         result = sync_library(database.stores().channels, plex.get_client())
     except PlexError as error:
@@ -81,14 +84,20 @@ refresh_library = dg.define_asset_job(
     tags={JOB_TAG: "refresh_library"},
 )
 
-refresh_library_schedule = dg.ScheduleDefinition(
-    name="refresh_library_schedule",
-    job=refresh_library,
-    cron_schedule=REFRESH_CRON,
-    execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Refresh the library snapshot every hour.",
-)
+
+def refresh_library_schedule(*, attached: bool = False) -> dg.ScheduleDefinition:
+    """The hourly library refresh: running by default, stopped by default when attached."""
+    return dg.ScheduleDefinition(
+        name="refresh_library_schedule",
+        job=refresh_library,
+        cron_schedule=REFRESH_CRON,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.STOPPED
+        if attached
+        else dg.DefaultScheduleStatus.RUNNING,
+        description="Refresh the library snapshot every hour."
+        + (f" Now {ATTACHED_MAINTENANCE_OFF}." if attached else ""),
+    )
 
 
 def profile_sha256(profile: LibraryProfile) -> str:

@@ -21,7 +21,7 @@ from airwave_dagster.domain.maintenance import (
     summarize,
 )
 from airwave_dagster.domain.schedule import extend_needed
-from airwave_dagster.run_tags import JOB_TAG
+from airwave_dagster.run_tags import ATTACHED_MAINTENANCE_OFF, JOB_TAG
 from ops.steps import fan_out_executor, versioned_op
 from resources.database import DatabaseResource
 from resources.plex import PlexClient, PlexResource
@@ -84,6 +84,8 @@ def _plan_op(kind: MaintenanceKind) -> dg.OpDefinition:
         context: dg.OpExecutionContext, config: MaintenanceConfig, database: DatabaseResource
     ) -> Iterator[dg.DynamicOutput[MaintenanceBatch]]:
         """Choose the channels this run maintains and split them into batches."""
+        if database.deployment.attached:
+            raise dg.Failure(description=f"{kind}: {ATTACHED_MAINTENANCE_OFF}")
         channels = _channels(database.stores().maintenance, kind, config.limit)
         context.log.info(f"{kind}: {len(channels)} channel(s) to visit")
         for start in range(0, len(channels), config.batch_size):
@@ -283,6 +285,8 @@ follow_library = _maintenance_job(
 @versioned_op(OP_VERSION)
 def prune_schedule_rows(context: dg.OpExecutionContext, database: DatabaseResource) -> int:
     """Delete schedule rows that started more than 6 hours ago and have ended."""
+    if database.deployment.attached:
+        raise dg.Failure(description=f"prune: {ATTACHED_MAINTENANCE_OFF}")
     pruned = database.stores().maintenance.prune(datetime.now(UTC))
     context.add_output_metadata({"rows_pruned": pruned})
     return pruned
@@ -298,16 +302,24 @@ MAINTENANCE_JOBS = (backfill_schedules, extend_schedules, repair_schedules, prun
 """The jobs that run on a cron; `follow_library` runs after library refreshes instead."""
 
 
-def maintenance_schedules() -> list[dg.ScheduleDefinition]:
-    """One running-by-default schedule per maintenance job, on the cadences of `CRONS`."""
+def maintenance_schedules(*, attached: bool = False) -> list[dg.ScheduleDefinition]:
+    """One schedule per maintenance job, on the cadences of `CRONS`.
+
+    Running by default; stopped by default when attached (Airwave's server maintains every
+    channel itself), and a tick turned on by hand then launches a run that refuses with why.
+    """
     return [
         dg.ScheduleDefinition(
             name=CRONS[job.name][0],
             job=job,
             cron_schedule=CRONS[job.name][1],
             execution_timezone="UTC",
-            default_status=dg.DefaultScheduleStatus.RUNNING,
-            description=job.description,
+            default_status=dg.DefaultScheduleStatus.STOPPED
+            if attached
+            else dg.DefaultScheduleStatus.RUNNING,
+            description=f"{job.description} Now {ATTACHED_MAINTENANCE_OFF}."
+            if attached
+            else job.description,
         )
         for job in MAINTENANCE_JOBS
     ]

@@ -10,7 +10,7 @@ import enum
 import logging
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -133,6 +133,24 @@ class PlexClient:
         self._fields: dict[tuple[str, str], FilteringField | None] = {}
         self._shows: dict[str, dict[int, _ShowFacts]] = {}
         self._sort_keys: dict[tuple[str, str], set[str]] = {}
+        self._switches: Mapping[str, bool] = {}
+        self._unknown_enabled = True
+
+    def use_library_switches(self, switches: Mapping[str, bool], *, unknown_enabled: bool) -> None:
+        """Draw pools, tag values and vocabulary only from libraries the media source enables.
+
+        Airwave feeds pools from its `media_library` rows with `enabled` set (§3.7); an admin
+        turns a library off there. `libraries()` still lists every section (the library scan
+        and the importer's remap see them all).
+
+        Args:
+            switches: `enabled` by section key (the source's `media_library` rows).
+            unknown_enabled: Whether a section without a row feeds pools: yes standalone (its
+                row is created enabled at the next sync), no when attached (Airwave has not
+                scanned it yet, so its own jobs would not use it either).
+        """
+        self._switches = dict(switches)
+        self._unknown_enabled = unknown_enabled
 
     def libraries(self) -> list[Library]:
         """Every library section of the server, in server order.
@@ -333,7 +351,11 @@ class PlexClient:
     def _target_sections(
         self, media_types: Sequence[str], library_key: str | None
     ) -> list[LibrarySection]:
-        sections = [s for s in self._all_sections() if s.type in PLAYABLE_LIBTYPE]
+        sections = [
+            s
+            for s in self._all_sections()
+            if s.type in PLAYABLE_LIBTYPE and self._switches.get(_key(s), self._unknown_enabled)
+        ]
         if library_key is not None and any(_key(s) == library_key for s in sections):
             sections = [s for s in sections if _key(s) == library_key]
         return [s for s in sections if s.type in media_types]

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from airwave_dagster.run_tags import PLEX_LIBRARY_ASSET
+from airwave_dagster.run_tags import ATTACHED_MAINTENANCE_OFF, PLEX_LIBRARY_ASSET
 
 PLEX_LIBRARY_KEY = dg.AssetKey(PLEX_LIBRARY_ASSET)
 
@@ -25,7 +25,9 @@ def follow_requested(metadata: Mapping[str, object]) -> bool:
     return raw is not False
 
 
-def build_follow_library_sensor(job: dg.JobDefinition) -> dg.SensorDefinition:
+def build_follow_library_sensor(
+    job: dg.JobDefinition, *, attached: bool = False
+) -> dg.SensorDefinition:
     """An asset sensor that runs `job` once per changing materialisation of `plex_library`.
 
     The job comes in as an argument so sensors never import ops. The run key is the
@@ -37,12 +39,17 @@ def build_follow_library_sensor(job: dg.JobDefinition) -> dg.SensorDefinition:
         job=job,
         name="follow_library_sensor",
         minimum_interval_seconds=30,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description="After a library refresh that changed something, re-resolve channel pools.",
+        default_status=dg.DefaultSensorStatus.STOPPED
+        if attached
+        else dg.DefaultSensorStatus.RUNNING,
+        description="After a library refresh that changed something, re-resolve channel pools."
+        + (f" Now {ATTACHED_MAINTENANCE_OFF}." if attached else ""),
     )
     def follow_library_sensor(
         context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry
     ) -> dg.RunRequest | dg.SkipReason:
+        if attached:
+            return dg.SkipReason(ATTACHED_MAINTENANCE_OFF)
         materialization = asset_event.asset_materialization
         metadata = dict(materialization.metadata) if materialization is not None else {}
         if not follow_requested(metadata):

@@ -57,6 +57,7 @@ from resources.llm import (
 )
 from resources.plex import PlexResource
 from resources.stores.ai import NewPackage
+from resources.stores.library import apply_library_switches
 
 BRIEF_TOKENS = 3_000
 """Tools, system prompt and channel brief on top of the shared context: a pre-call estimate."""
@@ -198,11 +199,13 @@ def build_ai_channel(
         max_output_tokens=WORKER_MAX_TOKENS,
         first_input_tokens=shared.context.approx_tokens + BRIEF_TOKENS,
     )
+    plex_client = plex.get_client()
+    apply_library_switches(plex_client, store, settings.source_id)
     deps = BuildDeps(
         store=store,
         ai=ai,
         claims=stores.claims,
-        plex=plex.get_client(),
+        plex=plex_client,
         claimant=claimant(context),
         run_id=context.run_id,
         library_items=library_sizes(store, settings.source_id),

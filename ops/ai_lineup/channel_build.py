@@ -72,7 +72,7 @@ def channel_signature(settings: LineupSettings, channel_key: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _claim_values(task: BuildTask, run_id: str) -> dict[str, Any]:
+def _claim_values(task: BuildTask, created_by_id: str | None) -> dict[str, Any]:
     channel = task.channel
     return channel_row(
         name=channel.name,
@@ -85,6 +85,7 @@ def _claim_values(task: BuildTask, run_id: str) -> dict[str, Any]:
         sort_dir=channel.sort_dir or "asc",
         media_source_id=task.settings.source_id,
         package_id=task.numbered.package_id,
+        created_by_id=created_by_id,
         ai_generated=True,
     )
 
@@ -145,7 +146,7 @@ def run_build(
         number=numbered.number,
         claimant=deps.claimant,
         signature=channel_signature(settings, channel.key),
-        values=_claim_values(task, deps.run_id),
+        values=_claim_values(task, deps.store.creator_id()),
     )
     if claim.kind == "existing":
         log(f"channel {numbered.number} was already built by an earlier attempt: adopted")

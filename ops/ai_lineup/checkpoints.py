@@ -75,8 +75,16 @@ class AiLineupConfig(dg.Config):
         description="'anthropic' (needs ANTHROPIC_API_KEY), 'offline' (deterministic, no "
         "network), or 'auto': anthropic when the key is set, otherwise offline.",
     )
-    planner_model: str = Field(default=DEFAULT_PLANNER_MODEL, description="Planner model id.")
-    worker_model: str = Field(default=DEFAULT_WORKER_MODEL, description="Channel builder model.")
+    planner_model: str | None = Field(
+        default=None,
+        description="Planner model id. Unset: Airwave's planner connection when attached, "
+        f"else {DEFAULT_PLANNER_MODEL}.",
+    )
+    worker_model: str | None = Field(
+        default=None,
+        description="Channel builder model id. Unset: Airwave's worker connection when "
+        f"attached, else {DEFAULT_WORKER_MODEL}.",
+    )
     min_runtime_hours: float = Field(
         default=10.0, description="A channel is committed only with at least this much runtime."
     )

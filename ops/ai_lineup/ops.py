@@ -32,6 +32,7 @@ from ops.ai_lineup.checkpoints import (
 )
 from ops.ai_lineup.planning import (
     PlanningError,
+    deployment_models,
     fetch_vocabulary,
     lineup_settings,
     plan_with_model,
@@ -55,7 +56,7 @@ from resources.llm import (
 from resources.plex import PlexError, PlexResource
 from resources.stores.ai import AiStore, media_items
 from resources.stores.channels import AirwaveStore
-from resources.stores.library import library_synced, sync_library
+from resources.stores.library import apply_library_switches, library_synced, sync_library
 
 OP_VERSION = "ai-lineup-v3"
 """Code version of every op of this job; bump it when an op's behaviour or output type changes."""
@@ -125,10 +126,15 @@ def _analyze(
     llm: LlmResource,
 ) -> AnalyzedLibrary:
     provider = resolve_provider(config, llm)
+    busy = store.engine_busy()
+    if busy is not None:
+        raise PlanningError(busy)
     source_id = store.find_source(plex.base_url)
     # Media item rows also come from schedules (only the items scheduled), so rows alone do not
     # prove a snapshot: unless a complete snapshot of this source was taken, sync it now.
-    if source_id is None or not library_synced(store, source_id):
+    # Attached, the snapshot is private and nothing else refreshes it (Airwave's own metadata
+    # sync keeps Airwave's rows), so every run takes a fresh one.
+    if source_id is None or store.deployment.attached or not library_synced(store, source_id):
         try:
             synced = sync_library(store, plex.get_client())
         except PlexError as error:
@@ -141,6 +147,7 @@ def _analyze(
     settings = lineup_settings(
         config,
         provider=provider,
+        models=deployment_models(config, store, provider),
         source_id=source_id,
         ledger_id=context.dagster_run.root_run_id or context.run_id,
     )
@@ -188,9 +195,11 @@ def build_shared_context(
     output, so every build of the run (and a resumed run) sends the same bytes. A Plex failure
     fails the step: a silently empty vocabulary would mislead the planner.
     """
-    _, ai = _stores(database)
+    store, ai = _stores(database)
+    client = plex.get_client()
+    apply_library_switches(client, store, analyzed.settings.source_id)
     try:
-        vocabulary = fetch_vocabulary(plex.get_client())
+        vocabulary = fetch_vocabulary(client)
     except PlexError as error:
         _trace(
             context,

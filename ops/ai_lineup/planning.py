@@ -32,6 +32,8 @@ from ops.ai_lineup.checkpoints import (
 )
 from ops.ai_lineup.metering import Meter, price_table, unpriced_budget_problem, usage_columns
 from resources.llm import (
+    DEFAULT_PLANNER_MODEL,
+    DEFAULT_WORKER_MODEL,
     PLANNER_MAX_TOKENS,
     TRUNCATED_STOP_REASONS,
     LlmCallError,
@@ -40,6 +42,7 @@ from resources.llm import (
 )
 from resources.plex import PlexClient
 from resources.stores.ai import AiStore
+from resources.stores.channels import AirwaveStore
 
 
 class PlanningError(RuntimeError):
@@ -61,8 +64,55 @@ def resolve_provider(config: AiLineupConfig, llm: LlmResource) -> Provider:
     return "anthropic" if llm.has_key() else "offline"
 
 
+def deployment_models(
+    config: AiLineupConfig, store: AirwaveStore, provider: Provider
+) -> tuple[str, str]:
+    """The planner and worker models: the run config's, else the deployment's.
+
+    Attached, the deployment's models are those of Airwave's planner and worker AI connections
+    (docs/reference/airwave-database.md §6.2); standalone, the built-in defaults. This project
+    speaks Anthropic's Messages API only, so a connection of another provider is refused unless
+    the run config names the model (or the offline provider needs no model).
+
+    Raises:
+        PlanningError: Attached, the anthropic provider, and a role whose connection is missing
+            or of another provider, with no model in the run config.
+    """
+    planner, worker = config.planner_model, config.worker_model
+    if (
+        store.deployment.attached
+        and provider == "anthropic"
+        and (planner is None or worker is None)
+    ):
+        connections = dict(zip(("planner", "worker"), store.ai_connection_models(), strict=True))
+        chosen = {"planner": planner, "worker": worker}
+        for role, connection in connections.items():
+            if chosen[role] is not None:
+                continue
+            if connection is None:
+                raise PlanningError(
+                    f"Airwave has no AI connection marked as {role}; mark one in Airwave's AI "
+                    f"settings, or set {role}_model in the run config"
+                )
+            if connection.provider != "anthropic":
+                raise PlanningError(
+                    f"Airwave's {role} connection {connection.name!r} uses provider "
+                    f"{connection.provider!r}; this project calls Anthropic's Messages API only: "
+                    f"set {role}_model (an Anthropic model) in the run config, or use provider "
+                    "'offline'"
+                )
+            chosen[role] = connection.model
+        planner, worker = chosen["planner"], chosen["worker"]
+    return planner or DEFAULT_PLANNER_MODEL, worker or DEFAULT_WORKER_MODEL
+
+
 def lineup_settings(
-    config: AiLineupConfig, *, provider: Provider, source_id: str, ledger_id: str
+    config: AiLineupConfig,
+    *,
+    provider: Provider,
+    source_id: str,
+    ledger_id: str,
+    models: tuple[str, str] = (DEFAULT_PLANNER_MODEL, DEFAULT_WORKER_MODEL),
 ) -> LineupSettings:
     """The run's settings from its config, checked before anything is written or spent.
 
@@ -75,8 +125,8 @@ def lineup_settings(
         raise PlanningError(f"budget_usd must be >= 0, got {config.budget_usd}")
     settings = LineupSettings(
         provider=provider,
-        planner_model=config.planner_model,
-        worker_model=config.worker_model,
+        planner_model=models[0],
+        worker_model=models[1],
         limit=config.limit,
         budget_usd=config.budget_usd,
         confirm_wipe=config.confirm_wipe,

@@ -21,6 +21,7 @@ from ops.lineup_import.checkpoints import ChannelResult, ChannelTask
 from resources.plex import PlexResource
 from resources.stores import Stores
 from resources.stores.claims import Claimant
+from resources.stores.library import apply_library_switches
 
 
 class BuildError(RuntimeError):
@@ -75,6 +76,7 @@ def apply_channel(
     """
     planned = task.channel
     notes: list[str] = list(planned.notes)  # normalisations of the file, noted by the plan
+    apply_library_switches(plex.get_client(), stores.channels, task.source_id)
     if planned.dropped_kinds:
         notes.append(f"dropped {', '.join(planned.dropped_kinds)}: only filters are portable")
     if planned.library_unmatched:
@@ -97,7 +99,12 @@ def apply_channel(
         number=planned.assigned_number,
         claimant=me,
         signature=planned.signature,
-        values=store.channel_values(planned, source_id=task.source_id, package_id=task.package_id),
+        values=store.channel_values(
+            planned,
+            source_id=task.source_id,
+            package_id=task.package_id,
+            created_by_id=store.creator_id(),
+        ),
     )
     if outcome.kind == "conflict" or outcome.channel_id is None:
         result.status = "failed"

@@ -69,17 +69,23 @@ def plan_import_lineup(
     except AirwaveError as error:
         raise dg.Failure(description=str(error)) from error
     digest = hashlib.sha256(data).hexdigest()
+    store = database.stores().channels
+    busy = store.engine_busy()
+    if busy is not None:
+        raise dg.Failure(description=busy)
     client = plex.get_client()
     try:
         libraries = client.libraries()
     except PlexError as error:
         raise dg.Failure(description=str(error)) from error
-    store = database.stores().channels
     source_id = (
         store.find_source(plex.base_url)
         if config.dry_run
         else store.sync_source(plex.base_url, libraries)
     )
+    if store.deployment.attached and source_id is not None:
+        # Airwave's planner remaps library keys against its own rows, enabled or not (§5.1).
+        libraries = store.source_libraries(source_id)
     state = store.instance_state(libraries)
     plan = plan_import(lineup, state, selected_numbers=config.selected_numbers)
     store.record_trace(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from resources.airwave_attached import Deployment
 from resources.stores.ai import AiStore
 from resources.stores.approvals import ApprovalStore
 from resources.stores.channels import AirwaveStore
@@ -28,21 +29,28 @@ class Stores:
     approvals: ApprovalStore
 
 
-def open_stores(url: str, *, claim_stale_after: timedelta | None = None) -> Stores:
+def open_stores(
+    url: str,
+    *,
+    claim_stale_after: timedelta | None = None,
+    deployment: Deployment | None = None,
+) -> Stores:
     """The repositories over the database at `url`.
 
     Args:
         url: SQLAlchemy URL of the project database.
         claim_stale_after: How long a channel claim without a heartbeat stays its holder's.
+        deployment: Standalone (default) or attached to a running Airwave's database.
     """
     engine = engine_for(url)
-    channels = AirwaveStore(engine)
+    deployment = deployment or Deployment()
+    channels = AirwaveStore(engine, deployment)
     return Stores(
         channels=channels,
         claims=ChannelClaims(
             engine, stale_after=claim_stale_after or timedelta(seconds=DEFAULT_STALE_SECONDS)
         ),
-        ai=AiStore(engine),
+        ai=AiStore(engine, deployment),
         maintenance=MaintenanceStore(channels),
         approvals=ApprovalStore(engine),
     )

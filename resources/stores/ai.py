@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from airwave_dagster.domain.ai.usage import Usage, add_usage
 from airwave_dagster.domain.library import MediaItem
 from resources import tables as t
+from resources.airwave_attached import Deployment
 from resources.stores.rows import STORE_LOG, cap_json, keyed, new_id
 
 TRACE_TEXT_LIMIT = 20_000
@@ -87,8 +88,27 @@ def _money(value: Decimal | float | None) -> float | None:
 class AiStore:
     """Repository of the AI lineup tables (and the AI rows of the channel tables)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, deployment: Deployment | None = None) -> None:
         self.engine = engine
+        self.deployment = deployment or Deployment()
+
+    def _wiped(self, source_id: str) -> sa.ColumnElement[bool]:
+        """The channels an AI wipe deletes.
+
+        Standalone: the source's AI channels. Attached: every AI channel of every source, as
+        Airwave's own wipe does (docs/reference/airwave-database.md §5.2), so a lineup built
+        here replaces exactly what Airwave's builder would.
+        """
+        c = t.channel.c
+        if self.deployment.attached:
+            return c.ai_generated.is_(True)
+        return sa.and_(c.ai_generated.is_(True), c.media_source_id == source_id)
+
+    def _in_scope(self, source_id: str) -> sa.ColumnElement[bool]:
+        """The channels the lineup diff shows: the source's, or all of them when attached."""
+        if self.deployment.attached:
+            return sa.true()
+        return t.channel.c.media_source_id == source_id
 
     # -- trace ----------------------------------------------------------------------------------
 
@@ -363,9 +383,7 @@ class AiStore:
             with self.engine.connect() as own:
                 return self.wipe_counts(source_id, own)
         c = t.channel.c
-        ai_channels = sa.select(c.id).where(
-            c.ai_generated.is_(True), c.media_source_id == source_id
-        )
+        ai_channels = sa.select(c.id).where(self._wiped(source_id))
         channels = conn.execute(
             sa.select(sa.func.count()).select_from(ai_channels.subquery())
         ).scalar_one()
@@ -378,12 +396,12 @@ class AiStore:
         return WipeCounts(channels=channels, packages=packages, schedule_items=items)
 
     def _doomed_packages(self, conn: Connection, source_id: str) -> list[str]:
-        """AI packages that hold no AI channel of another source (those stay with their lineup)."""
+        """AI packages that hold no AI channel the wipe keeps (another source's, standalone)."""
         c = t.channel.c
         p = t.channel_package.c
         others = sa.select(c.package_id).where(
             c.ai_generated.is_(True),
-            c.media_source_id != source_id,
+            sa.not_(self._wiped(source_id)),
             c.package_id.is_not(None),
         )
         return list(
@@ -422,9 +440,7 @@ class AiStore:
         with self.engine.begin() as conn:
             wiped = self.wipe_counts(source_id, conn)
             doomed = self._doomed_packages(conn, source_id)
-            conn.execute(
-                t.channel.delete().where(c.ai_generated.is_(True), c.media_source_id == source_id)
-            )
+            conn.execute(t.channel.delete().where(self._wiped(source_id)))
             if doomed:
                 conn.execute(
                     t.channel.update().where(c.package_id.in_(doomed)).values(package_id=None)
@@ -472,7 +488,7 @@ class AiStore:
         query = (
             sa.select(c.number, c.name, c.ai_generated, c.generated, p.name.label("package"))
             .select_from(t.channel.outerjoin(t.channel_package, c.package_id == p.id))
-            .where(c.media_source_id == source_id)
+            .where(self._in_scope(source_id))
             .order_by(c.number)
         )
         with self.engine.connect() as conn:
@@ -507,9 +523,7 @@ class AiStore:
         with self.engine.connect() as conn:
             doomed = set(self._doomed_packages(conn, source_id))
             rows = conn.execute(
-                sa.select(c.number, c.package_id).where(
-                    sa.not_(sa.and_(c.ai_generated.is_(True), c.media_source_id == source_id))
-                )
+                sa.select(c.number, c.package_id).where(sa.not_(self._wiped(source_id)))
             )
             numbers = {
                 row.number: None if row.package_id in doomed else row.package_id for row in rows

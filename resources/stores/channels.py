@@ -34,6 +34,14 @@ from airwave_dagster.domain.schedule import (
     resolve_bumper_plan,
 )
 from resources import tables as t
+from resources.airwave_attached import (
+    AiConnection,
+    Deployment,
+    ai_connections,
+    engine_runs_in_progress,
+    resolve_user,
+    select_source,
+)
 from resources.stores.rows import STORE_LOG, cap_json, keyed, media_item_row, new_id
 
 
@@ -121,8 +129,10 @@ class AirwaveStore:
     schedule write replaces the channel's rows as a whole.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, deployment: Deployment | None = None) -> None:
         self.engine = engine
+        self.deployment = deployment or Deployment()
+        self._creator: tuple[str | None] | None = None
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
@@ -133,12 +143,17 @@ class AirwaveStore:
     def sync_source(self, base_url: str, libraries: Sequence[Library]) -> str:
         """The media source for `base_url` (created on first use) with its libraries; its id.
 
+        Attached mode writes nothing here: the source is Airwave's configured one and its
+        libraries are Airwave's rows (its library scan keeps them).
+
         Standalone mode is the only writer of `media_source`: the row is found by `baseUrl`
         (the oldest one, as the column is not unique in Airwave), created with an empty token
         (the project reads PLEX_TOKEN; a token is never stored) and made the default source when
         none is. Libraries are upserted by (source, key) as Airwave's library scan does: title,
         type and scan time refreshed, an admin's `enabled` choice kept.
         """
+        if self.deployment.attached:
+            return self.attached_source()
         now = datetime.now(UTC)
         s, lib = t.media_source.c, t.media_library.c
         with self.transaction() as conn:
@@ -182,9 +197,85 @@ class AirwaveStore:
         return found
 
     def find_source(self, base_url: str) -> str | None:
-        """The id of the media source for `base_url`, if it was ever synced."""
+        """The id of the media source for `base_url`, if it was ever synced.
+
+        Attached mode: Airwave's configured source whatever the URL (PLEX_URL may override the
+        address Airwave stores).
+        """
+        if self.deployment.attached:
+            return self.attached_source()
         with self.engine.connect() as conn:
             return self._source_id(conn, base_url)
+
+    def attached_source(self) -> str:
+        """Airwave's media source chosen by AIRWAVE_SOURCE_ID, else its default or only one."""
+        with self.engine.connect() as conn:
+            return str(select_source(conn, self.deployment.source_id).id)
+
+    def creator_id(self) -> str | None:
+        """The Airwave user recorded as `createdById` of new channels (looked up once).
+
+        AIRWAVE_USER's user when set (an unknown email is an error in both modes); otherwise the
+        oldest admin when attached, as Airwave's own job trigger does, and nobody standalone.
+        """
+        if self._creator is None:
+            email = self.deployment.user_email
+            if email or self.deployment.attached:
+                with self.engine.connect() as conn:
+                    self._creator = (resolve_user(conn, email),)
+            else:
+                self._creator = (None,)
+        return self._creator[0]
+
+    def ai_connection_models(self) -> tuple[AiConnection | None, AiConnection | None]:
+        """Airwave's planner and worker connections, without their keys (attached mode)."""
+        with self.engine.connect() as conn:
+            return ai_connections(conn, None, with_keys=False)
+
+    def engine_runs_in_progress(self) -> list[str]:
+        """Airwave's own import/AI workflow runs in progress (attached; always empty standalone)."""
+        if not self.deployment.attached:
+            return []
+        with self.engine.connect() as conn:
+            return engine_runs_in_progress(conn)
+
+    def engine_busy(self) -> str | None:
+        """Why a job must not start beside Airwave's own workflow engine, or None (§7.1).
+
+        Both engines would write the same channels: Airwave's importer adopts any row at its
+        number and its AI wipe deletes every AI channel, including this project's mid-run.
+        """
+        running = self.engine_runs_in_progress()
+        if not running:
+            return None
+        return (
+            "Airwave's own workflow engine has lineup runs in progress: "
+            + ", ".join(running)
+            + ". One engine per Airwave instance: let them finish or cancel them in Airwave, "
+            "and leave WORKFLOW_ENABLED unset on Airwave's server (docs/attached.md)"
+        )
+
+    def library_switches(self, source_id: str | None) -> dict[str, bool]:
+        """`enabled` of each of the source's `media_library` rows, by Plex section key."""
+        if source_id is None:
+            return {}
+        lib = t.media_library.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(lib.key, lib.enabled).where(lib.media_source_id == source_id)
+            )
+            return {str(key): bool(enabled) for key, enabled in rows}
+
+    def source_libraries(self, source_id: str) -> list[Library]:
+        """The source's `media_library` rows, enabled or not (what the importer's remap reads)."""
+        lib = t.media_library.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(lib.key, lib.title, lib.type)
+                .where(lib.media_source_id == source_id)
+                .order_by(lib.key)
+            )
+            return [Library(key=str(r.key), title=str(r.title), type=str(r.type)) for r in rows]
 
     def bumper_settings(self) -> BumperSettings:
         """Airwave's global bumper configuration, get-or-created as Airwave's builds do it.

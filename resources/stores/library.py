@@ -6,6 +6,9 @@ complete tag lists, what filters and the AI profile read) and upserts Airwave's 
 the way Airwave's sync does: shows, then episodes linked to their show (`parentId`) and movies,
 metadata overwritten, marked available; rows of the source that Plex no longer lists are marked
 unavailable.
+
+Attached mode mirrors nothing: Airwave's own metadata sync owns `media_item`, and only the private
+snapshot is refreshed (from the libraries Airwave has enabled).
 """
 
 from __future__ import annotations
@@ -63,6 +66,17 @@ class LibrarySyncResult:
         return bool(self.added or self.removed or self.updated)
 
 
+def apply_library_switches(plex: PlexClient, store: AirwaveStore, source_id: str | None) -> None:
+    """Limit `plex` to the libraries the media source enables (`media_library.enabled`).
+
+    Every op that resolves pools, tag values or vocabulary calls this on its client first, so
+    a library an admin turned off in Airwave feeds nothing, as in Airwave (§3.7).
+    """
+    plex.use_library_switches(
+        store.library_switches(source_id), unknown_enabled=not store.deployment.attached
+    )
+
+
 def sync_library(
     store: AirwaveStore, plex: PlexClient, *, allow_empty: bool = False
 ) -> LibrarySyncResult:
@@ -92,8 +106,9 @@ def sync_library(
         EmptyLibraryError: Plex listed nothing while the snapshot has available items.
     """
     libraries = plex.libraries()
-    items = plex.resolve(None)
     source_id = store.find_source(plex.base_url)
+    apply_library_switches(plex, store, source_id)
+    items = plex.resolve(None)
     if not items and not allow_empty and source_id is not None and _available(store, source_id):
         raise EmptyLibraryError(
             f"Plex at {plex.base_url} listed no playable item while the snapshot has some; "
@@ -122,7 +137,8 @@ def sync_library(
                     for i in batch
                 ],
             )
-        _mirror_airwave_rows(conn, source_id, items)
+        if not store.deployment.attached:
+            _mirror_airwave_rows(conn, source_id, items)
         li, m = t.library_item.c, t.media_item.c
         for keys in _batches(removed, WRITE_BATCH):
             conn.execute(
@@ -131,12 +147,20 @@ def sync_library(
                 .values(available=False, synced_at=sa.func.now())
             )
         listed = set(seen) | {item.show_rating_key for item in items if item.show_rating_key}
-        gone = conn.execute(
-            sa.select(m.id).where(
-                m.media_source_id == source_id, m.available.is_(True), m.rating_key.not_in(listed)
+        gone: list[str] = (
+            []
+            if store.deployment.attached
+            else list(
+                conn.execute(
+                    sa.select(m.id).where(
+                        m.media_source_id == source_id,
+                        m.available.is_(True),
+                        m.rating_key.not_in(listed),
+                    )
+                ).scalars()
             )
-        ).scalars()
-        for ids in _batches(list(gone), WRITE_BATCH):
+        )
+        for ids in _batches(gone, WRITE_BATCH):
             conn.execute(
                 t.media_item.update()
                 .where(m.id.in_(ids))
