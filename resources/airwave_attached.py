@@ -21,6 +21,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy.dialects import postgresql
 
+from airwave_dagster.settings import SettingsError
 from resources.tables import AIRWAVE_SCHEMA, AIRWAVE_TABLES
 
 SUPPORTED_MIGRATIONS: tuple[str, ...] = (
@@ -59,7 +60,7 @@ ENGINE_WORKFLOWS = ("importLineupWorkflow", "aiLineupWorkflow")
 ENGINE_ACTIVE_STATUSES = ("pending", "running")
 
 
-class AttachedError(RuntimeError):
+class AttachedError(SettingsError):
     """Attached mode cannot start: the message says what is wrong and which setting fixes it."""
 
 

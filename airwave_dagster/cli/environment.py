@@ -34,17 +34,22 @@ import psutil
 import psycopg2
 from filelock import FileLock
 from psycopg2 import sql
+from pydantic import SecretStr
 
 from airwave_dagster.settings import (
+    API_KEY_ENV,
+    BASE_URL_ENV,
     CELERY_BROKER_ENV,
     CELERY_QUEUE_ENV,
     DAGSTER_HOME_ENV,
     DAGSTER_PG_URL_ENV,
     DATABASE_URL_ENV,
     EXECUTOR_ENV,
+    MODE_ENV,
     PLEX_TOKEN_ENV,
     PLEX_URL_ENV,
     Settings,
+    SettingsError,
 )
 
 if TYPE_CHECKING:
@@ -284,12 +289,21 @@ def prepare(*, migrate: bool = True) -> Environment:
     """
     settings = Settings.load()
     home = airwave_home(settings)
+    if settings.attached and not settings.database_url:
+        raise SettingsError(
+            f"{MODE_ENV}=attached needs {DATABASE_URL_ENV}: the database of the running Airwave "
+            "(docs/attached.md)"
+        )
     database_url = resolve_database_url(home, settings)
+    if settings.attached:
+        # Refuse before creating anything: not even the private schemas go into a database
+        # that is not a supported Airwave's.
+        check_attached(database_url)
     ensure_schemas(database_url)
     if migrate:
         from resources.migrations import upgrade
 
-        upgrade(database_url)
+        upgrade(database_url, attached=settings.attached)
     dagster_url = settings.dagster_pg_url or with_search_path(database_url, DAGSTER_SCHEMA)
     dagster_home = prepare_dagster_home(home, settings)
     os.environ[DATABASE_URL_ENV] = database_url
@@ -307,6 +321,80 @@ def prepare(*, migrate: bool = True) -> Environment:
         dagster_pg_url=dagster_url,
         dagster_home=dagster_home,
     )
+
+
+def check_attached(database_url: str) -> None:
+    """Refuse a database that is not a supported Airwave's (read-only; docs/attached.md)."""
+    import sqlalchemy as sa
+
+    from resources.airwave_attached import require_airwave_schema
+    from resources.tables import UTC_SESSION
+
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool, connect_args=UTC_SESSION)
+    try:
+        with engine.connect() as conn:
+            require_airwave_schema(conn)
+    finally:
+        engine.dispose()
+
+
+def attached_plex(settings: Settings) -> tuple[str, str]:
+    """Plex URL and token of Airwave's media source (PLEX_URL/PLEX_TOKEN override them)."""
+    import sqlalchemy as sa
+
+    from resources.airwave_attached import resolve_source
+    from resources.tables import UTC_SESSION
+
+    engine = sa.create_engine(
+        exported_database_url(settings), poolclass=sa.pool.NullPool, connect_args=UTC_SESSION
+    )
+    try:
+        with engine.connect() as conn:
+            source = resolve_source(
+                conn,
+                settings.source_id,
+                auth_secret=_secret(settings.better_auth_secret),
+                plex_url=settings.plex_url,
+                plex_token=_secret(settings.plex_token),
+            )
+    finally:
+        engine.dispose()
+    return source.base_url, source.token
+
+
+def export_attached_ai(settings: Settings) -> None:
+    """Hand Airwave's AI connection (key, base URL) to the runs, unless set explicitly.
+
+    The key exported is the planner connection's, else the worker's: the runs use one Anthropic
+    key (docs/attached.md). Models are read by the runs themselves (`deployment_models`).
+    """
+    import sqlalchemy as sa
+
+    from resources.airwave_attached import ai_connections
+    from resources.tables import UTC_SESSION
+
+    engine = sa.create_engine(
+        exported_database_url(settings), poolclass=sa.pool.NullPool, connect_args=UTC_SESSION
+    )
+    try:
+        with engine.connect() as conn:
+            connections = [
+                c
+                for c in ai_connections(conn, _secret(settings.better_auth_secret))
+                if c is not None and c.provider == "anthropic"
+            ]
+    finally:
+        engine.dispose()
+    key = next((c.api_key for c in connections if c.api_key), None)
+    base_url = next((c.base_url for c in connections if c.base_url), None)
+    if key and settings.anthropic_api_key is None:
+        os.environ[API_KEY_ENV] = key
+    if base_url and not settings.anthropic_base_url:
+        os.environ[BASE_URL_ENV] = base_url
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return None if value is None else value.get_secret_value() or None
 
 
 EMULATOR_TOKEN = "emulator-token"
@@ -341,6 +429,12 @@ def ensure_plex(home: Path | None = None, settings: Settings | None = None) -> t
     are exported for the Dagster processes started from here.
     """
     settings = settings or Settings.load()
+    if settings.attached:
+        url, token = attached_plex(settings)
+        export_attached_ai(settings)
+        os.environ[PLEX_URL_ENV] = url
+        os.environ[PLEX_TOKEN_ENV] = token
+        return url, token
     if settings.plex_url:
         if settings.plex_token is None or not settings.plex_token.get_secret_value():
             raise RuntimeError(f"{PLEX_URL_ENV} is set but {PLEX_TOKEN_ENV} is not")

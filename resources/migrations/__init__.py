@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
+from airwave_dagster.settings import SettingsError
 from resources.airwave_attached import has_airwave_tables, require_airwave_schema
 from resources.tables import LEGACY_SCHEMA, PRIVATE_TABLES, SCHEMA, UTC_SESSION, metadata
 
@@ -47,7 +48,7 @@ def heads() -> frozenset[str]:
     return frozenset(ScriptDirectory.from_config(alembic_config("")).get_heads())
 
 
-class ForeignAirwaveError(RuntimeError):
+class ForeignAirwaveError(SettingsError):
     """Standalone mode was pointed at a database holding a running Airwave's tables."""
 
 
