@@ -6,7 +6,12 @@ LukeHagar/plex-api-spec): the container's attributes become its keys; library it
 `Directory` of a movie/show/season/episode, `Playlist`) are listed under `Metadata`; sections and
 other directories under `Directory`; `Meta` keeps its `Type` / `FieldType` lists; every other child
 element (`Genre`, `Role`, `Media`, `Part`, `Stream`, `Location`…) becomes a list under its own
-name. Attribute values that are numbers in the XML are JSON numbers.
+name.
+
+Each attribute takes the JSON type the OpenAPI description gives it, not the type its text looks
+like: rating keys, paths, titles and `videoResolution` ("1080") are strings; the flags Plex writes
+as 0/1 in XML and documents as booleans (`allowSync`, `DOVIPresent`, `smart`…) are `true`/`false`;
+every other attribute that reads as a number is a number.
 """
 
 from __future__ import annotations
@@ -18,13 +23,57 @@ from xml.etree import ElementTree
 
 _INTEGER = re.compile(r"-?(?:0|[1-9]\d{0,17})")
 _DECIMAL = re.compile(r"-?\d+\.\d+")
-_TEXT_KEYS = frozenset({"title", "titleSort", "tag", "summary", "key", "guid", "version"})
-"""Attributes that stay strings even when they look numeric (a film titled "1917")."""
+_STRINGS = frozenset(
+    {
+        "tag",
+        "summary",
+        "tagline",
+        "guid",
+        "version",
+        "studio",
+        "network",
+        "contentRating",
+        "videoResolution",
+        "videoProfile",
+        "videoFrameRate",
+        "file",
+        "path",
+        "uuid",
+        "librarySectionUUID",
+        "machineIdentifier",
+        "platformVersion",
+        "originallyAvailableAt",
+        "codec",
+        "languageCode",
+        "filter",
+    }
+)
+"""Attributes typed `string` in plex-api-spec that can look numeric (a film titled "1917")."""
+_STRING_SUFFIXES = ("Key", "key", "Title", "title", "Sort")
+"""`ratingKey`, `grandparentRatingKey`, `key`, `fastKey`, `parentTitle`, `titleSort`…: strings."""
+_BOOLEANS = frozenset(
+    {
+        "allowSync",
+        "active",
+        "claimed",
+        "DOVIPresent",
+        "filters",
+        "hidden",
+        "multiuser",
+        "myPlex",
+        "refreshing",
+        "smart",
+        "transcoderVideo",
+    }
+)
+"""Attributes plex-api-spec types `boolean`; the XML writes them as 1 and 0."""
 
 
 def _value(name: str, raw: str) -> Any:
-    if name in _TEXT_KEYS:
+    if name in _STRINGS or name.endswith(_STRING_SUFFIXES):
         return raw
+    if name in _BOOLEANS and raw in ("0", "1"):
+        return raw == "1"
     if _INTEGER.fullmatch(raw):
         return int(raw)
     if _DECIMAL.fullmatch(raw):

@@ -279,6 +279,8 @@ class Renderer:
         pairs[1] = ("key", f"/library/metadata/{item.rating_key}/children")
         pairs += [
             ("summary", item.summary),
+            ("thumb", f"/library/metadata/{item.rating_key}/thumb/{item.updated_at}"),
+            ("art", f"/library/metadata/{item.rating_key}/art/{item.updated_at}"),
             ("studio", item.studio),
             ("network", item.network),
             ("contentRating", item.content_rating),

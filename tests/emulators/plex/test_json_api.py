@@ -57,7 +57,7 @@ def test_xml_and_json_say_the_same(emulator) -> None:
     assert headers["Content-Type"].startswith("text/xml")
     assert xml_body.count(b"<Video ") == len(container["Metadata"]) == container["size"]
     first = container["Metadata"][0]
-    assert isinstance(first["ratingKey"], int) and isinstance(first["title"], str)
+    assert isinstance(first["ratingKey"], str) and isinstance(first["title"], str)
     assert first["Genre"][0]["tag"]
 
 
@@ -114,7 +114,7 @@ def test_guid_filter_and_all_leaves(emulator) -> None:
     found = _json(emulator, f"/library/sections/1/all?guid={quote(guid)}")
     leaves = _json(emulator, f"/library/metadata/{show.rating_key}/allLeaves")
 
-    assert [m["ratingKey"] for m in found["Metadata"]] == [movie.rating_key]
+    assert [m["ratingKey"] for m in found["Metadata"]] == [str(movie.rating_key)]
     assert found["Metadata"][0]["guid"] == guid
     assert len(leaves["Metadata"]) == show.leaf_count
     assert all(m["type"] == "episode" for m in leaves["Metadata"])
