@@ -51,8 +51,12 @@ AI_CONNECTION_COLUMNS: dict[str, tuple[str, bool]] = {
     "isPlanner": ("boolean", False),
     "isWorker": ("boolean", False),
     "createdAt": ("timestamp(3) without time zone", False),
+    "updatedAt": ("timestamp(3) without time zone", False),
 }
 """The `ai_connection` columns attached mode reads (§3.13): name → (format_type, nullable)."""
+
+READ_ONLY_TABLES = frozenset({"ai_connection", "user", "media_source", "media_library"})
+"""Tables attached mode only reads: a column added to them cannot break an insert here."""
 
 ENGINE_WORKFLOWS = ("importLineupWorkflow", "aiLineupWorkflow")
 """Airwave's own workflows that write what this project writes (§7.1)."""
@@ -235,6 +239,8 @@ def check_airwave_schema(conn: sa.Connection) -> SchemaReport:
             elif found[1] != nullable:
                 want = "nullable" if nullable else "NOT NULL"
                 problems.append(f'{table}."{name}": expected {want}')
+        if table in READ_ONLY_TABLES:
+            continue
         for name, (_, nullable, has_default) in have.items():
             if name not in columns and not nullable and not has_default:
                 problems.append(
@@ -259,16 +265,19 @@ def require_airwave_schema(conn: sa.Connection) -> SchemaReport:
     return report
 
 
-def has_airwave_tables(conn: sa.Connection) -> bool:
-    """Whether `public` holds an Airwave installation's tables (standalone must not adopt them)."""
-    return bool(
-        conn.execute(
-            sa.text(
-                "SELECT to_regclass('public.channel') IS NOT NULL "
-                "OR to_regclass('public._prisma_migrations') IS NOT NULL"
-            )
-        ).scalar_one()
-    )
+def foreign_airwave(conn: sa.Connection, *, fresh: bool) -> bool:
+    """Whether `public` holds a running Airwave's tables, which standalone mode must not adopt.
+
+    Prisma's `_prisma_migrations` always says so; Airwave's `channel` table says so when the
+    project has not yet created anything here (`fresh`: no private version table).
+    """
+    prisma, channel = conn.execute(
+        sa.text(
+            "SELECT to_regclass('public._prisma_migrations') IS NOT NULL, "
+            "to_regclass('public.channel') IS NOT NULL"
+        )
+    ).one()
+    return bool(prisma or (fresh and channel))
 
 
 def engine_runs_in_progress(conn: sa.Connection) -> list[str]:

@@ -22,7 +22,7 @@ from alembic import command
 from alembic.config import Config
 
 from airwave_dagster.settings import SettingsError
-from resources.airwave_attached import has_airwave_tables, require_airwave_schema
+from resources.airwave_attached import foreign_airwave, require_airwave_schema
 from resources.tables import LEGACY_SCHEMA, PRIVATE_TABLES, SCHEMA, UTC_SESSION, metadata
 
 _HERE = Path(__file__).resolve().parent
@@ -78,7 +78,7 @@ def upgrade(database_url: str, revision: str = "heads", *, attached: bool = Fals
                 metadata.create_all(conn, tables=list(PRIVATE_TABLES))
                 command.stamp(config, "heads")
                 return
-            if fresh and has_airwave_tables(conn):
+            if not attached and foreign_airwave(conn, fresh=fresh):
                 raise ForeignAirwaveError(
                     "this database already holds an Airwave installation's tables in schema "
                     "public, which standalone mode did not create and will not take over. To "
