@@ -203,7 +203,9 @@ def create_airwave_database(
                 "GRANT CONNECT, CREATE ON DATABASE {db} TO {app}",
                 "GRANT USAGE ON SCHEMA public, workflow TO {app}",
                 "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {app}",
-                "GRANT REFERENCES ON public.channel, public.media_source, public.ai_lineup_trace TO {app}",
+                # The private tables' foreign keys (claims, snapshot, costs) cascade from these.
+                "GRANT REFERENCES ON public.channel, public.media_source, public.ai_lineup_trace "
+                "TO {app}",
                 "GRANT SELECT ON ALL TABLES IN SCHEMA workflow TO {app}",
             )
             for grant in grants:
