@@ -302,3 +302,10 @@ def seed_operator(
 def public_catalog(database: AirwaveDatabase) -> cat.Catalog:
     """Airwave's schema as the catalog reports it (compared before and after a session)."""
     return cat.read_catalog(database.admin_url, "public")
+
+
+def database_name(purpose: str) -> str:
+    """A database name of this test session's own (one per pytest-xdist worker)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    base = os.environ.get("AIRWAVE_TEST_DB", "airwave_test")
+    return f"{base}_{purpose}" + (f"_{worker}" if worker else "")
