@@ -184,6 +184,9 @@ def build_shared_context(
 ) -> LineupContext:
     """Render the shared prefix: profile + field catalog + tag vocabulary from Plex.
 
+    The catalog lists only the filter fields the server advertises for its libraries (a real
+    server has no director or Dolby Vision filter on episodes); the same field list is stored
+    for the offline curation, so its in-memory pools are the ones Plex returns.
     The vocabulary is fetched once per field and stored with the rendered text as this step's
     output, so every build of the run (and a resumed run) sends the same bytes. A Plex failure
     fails the step: a silently empty vocabulary would mislead the planner.
@@ -191,6 +194,7 @@ def build_shared_context(
     _, ai = _stores(database)
     try:
         vocabulary = fetch_vocabulary(plex.get_client())
+        offered = plex.get_client().offered_fields()
     except PlexError as error:
         _trace(
             context,
@@ -201,7 +205,7 @@ def build_shared_context(
             error=str(error),
         )
         raise dg.Failure(description=f"cannot read the tag vocabulary: {error}") from error
-    shared = render_shared_context(analyzed.profile, vocabulary)
+    shared = render_shared_context(analyzed.profile, vocabulary, offered)
     _trace(
         context,
         ai,
@@ -218,7 +222,7 @@ def build_shared_context(
     context.add_output_metadata(
         {"sha256": shared.sha256, "chars": shared.chars, "approx_tokens": shared.approx_tokens}
     )
-    return LineupContext(context=shared, vocabulary=vocabulary)
+    return LineupContext(context=shared, vocabulary=vocabulary, offered=offered)
 
 
 @versioned_op(OP_VERSION)
@@ -266,7 +270,10 @@ def plan_lineup(
                 raw = offline_plan(analyzed.profile, shared.vocabulary, existing.packages)
                 # Lineup checks on the snapshot: the concurrent builds cannot see each other.
                 curated = curate_lineup(
-                    raw, media_items(ai, settings.source_id), rules=settings.rules
+                    raw,
+                    media_items(ai, settings.source_id),
+                    rules=settings.rules,
+                    offered=shared.offered,
                 )
                 sanitized = sanitize_plan(curated.plan, existing_package_keys=keys)
             except (ValueError, PlanSchemaError) as error:
@@ -313,4 +320,6 @@ def plan_lineup(
             "dropped": len(sanitized.dropped_channels),
         }
     )
-    return PlannedLineup(sanitized=sanitized, model=model, attempts=attempts)
+    return PlannedLineup(
+        sanitized=sanitized, model=model, attempts=attempts, offered=shared.offered
+    )
