@@ -31,8 +31,10 @@ from airwave_dagster.domain.filters import (
     FilterEnvelope,
     FilterNode,
     Group,
+    LibraryFields,
+    OfferedFields,
 )
-from airwave_dagster.domain.library import MEDIA_TYPES, Library, MediaItem
+from airwave_dagster.domain.library import MEDIA_TYPES, Library, MediaItem, MediaType
 from airwave_dagster.domain.pools import combine_pools
 from airwave_dagster.settings import PLEX_TOKEN_ENV, PLEX_URL_ENV
 
@@ -261,6 +263,35 @@ class PlexClient:
                 if value:
                     values.setdefault(value.lower(), value)
         return sorted(values.values(), key=str.casefold)
+
+    def offered_fields(self) -> OfferedFields:
+        """The catalog fields each movie and TV library offers, read from its advertised fields.
+
+        A field counts as offered by a library when every Plex filter key a condition on it
+        asks of that library (`show.genre`, `episode.year`, both titles on TV) is among the
+        fields the section advertises. In-memory evaluation given this vocabulary
+        (`filters.evaluate(..., offered)`) judges exactly what a Plex search of that library
+        would: a field it lacks matches nothing.
+
+        Raises:
+            PlexUnavailableError: Plex cannot be reached or fails.
+            PlexAuthError: The token is refused.
+        """
+        libraries: dict[str, LibraryFields] = {}
+        for section in self._target_sections(MEDIA_TYPES, None):
+            library_type = _library_type(section)
+            with self._errors(f"reading the vocabulary of library {section.title!r}"):
+                fields = frozenset(
+                    spec.name
+                    for spec in FIELDS.values()
+                    if library_type in spec.applies
+                    and all(
+                        self._field(section, key) is not None
+                        for key in _plex_keys(spec, library_type)
+                    )
+                )
+            libraries[_key(section)] = LibraryFields(type=library_type, fields=fields)
+        return OfferedFields(libraries=libraries)
 
     def vocabulary_gaps(
         self,
@@ -610,7 +641,7 @@ def _key(section: LibrarySection) -> str:
     return str(section.key)
 
 
-def _library_type(section: LibrarySection) -> str:
+def _library_type(section: LibrarySection) -> MediaType:
     return "movie" if section.type == "movie" else "show"
 
 

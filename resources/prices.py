@@ -37,6 +37,8 @@ def snapshot_call_cost(model: str, usage: Usage) -> Decimal | None:
         input_tokens=usage.total_input_tokens,
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
+        # A part of cache_write_tokens that genai-prices bills at the model's 1-hour write price.
+        cache_write_1h_tokens=usage.cache_write_1h_tokens,
         output_tokens=usage.output_tokens,
     )
     try:
@@ -71,6 +73,8 @@ def worst_case_call_cost(
 
     A 5-minute cache write (1.25 times the input price) is the dearest way input is billed
     here: a call whose prefix is written, possibly again by a concurrent first call, pays it.
+    The product never asks for the 1-hour lifetime (2 times the input price); if it ever does,
+    this worst case must price its prefix as a 1-hour write (`Usage.cache_write_1h_tokens`).
 
     Returns:
         USD, or None when the model is unpriced.

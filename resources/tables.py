@@ -632,6 +632,8 @@ ai_spend = _private(
     sa.Column("output_tokens", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("cache_read_tokens", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("cache_write_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    # The 1-hour part of cache_write_tokens: priced at 2x input, not 1.25x (migration 0009).
+    sa.Column("cache_write_1h_tokens", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("cost_usd", sa.Numeric(14, 6)),
     _tz_now("created_at"),
 )

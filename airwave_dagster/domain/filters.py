@@ -183,6 +183,51 @@ FIELDS: dict[str, FieldSpec] = {
 }
 """The 38 filterable fields by name, in catalog order."""
 
+
+class LibraryFields(BaseModel):
+    """The catalog fields one Plex library offers (read from its advertised filter fields)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: MediaType
+    fields: frozenset[str]
+
+
+class OfferedFields(BaseModel):
+    """The catalog fields a Plex server offers, per library: its filter vocabulary (issue 22).
+
+    Real servers advertise their filter fields per library type and level, and they differ from
+    the catalog: none offers `episode.director` or `episode.dovi`, and some lack optional fields
+    such as `hdr` or `label`. Plex matches nothing on a field a library does not offer, so an
+    in-memory evaluation that is to equal Plex-side filtering must not judge it either.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    libraries: dict[str, LibraryFields] = Field(
+        default_factory=dict[str, LibraryFields], description="By library key."
+    )
+
+    def for_type(self, media_type: str) -> frozenset[str]:
+        """Fields offered by at least one library of this type (`movie` or `show`)."""
+        found: set[str] = set()
+        for library in self.libraries.values():
+            if library.type == media_type:
+                found |= library.fields
+        return frozenset(found)
+
+    def offers(self, field: str, item: MediaItem) -> bool:
+        """Whether Plex can filter the item's library on this field.
+
+        An item of a library this vocabulary does not know is judged by its type: the field
+        counts as offered when some library of that type offers it.
+        """
+        library = self.libraries.get(item.library_key or "")
+        if library is not None:
+            return field in library.fields
+        return field in self.for_type("movie" if item.type == "movie" else "show")
+
+
 SORT_FIELDS: dict[str, str] = {
     "title": "titleSort",
     "year": "year",
@@ -860,7 +905,9 @@ def _js_number(number: float) -> str:
     return sign + text
 
 
-def evaluate(node: FilterNode | None, item: MediaItem) -> bool:
+def evaluate(
+    node: FilterNode | None, item: MediaItem, offered: OfferedFields | None = None
+) -> bool:
     """Decide locally whether a resolved item matches a filter tree (§2.9).
 
     Unlike the reference, an OR group with no children matches nothing (as Plex resolves it) and
@@ -871,6 +918,10 @@ def evaluate(node: FilterNode | None, item: MediaItem) -> bool:
     Args:
         node: The filter tree; None matches every item.
         item: A resolved movie or episode.
+        offered: The server's filter vocabulary. A condition on a field the item's library does
+            not offer is False whatever its operator, as Plex matches nothing on it (a director
+            condition never matches an episode on a real server). None judges every catalog
+            field the item's library type has.
 
     Returns:
         Whether the item matches.
@@ -878,17 +929,21 @@ def evaluate(node: FilterNode | None, item: MediaItem) -> bool:
     if node is None:
         return True
     if isinstance(node, Group):
-        matches = (evaluate(child, item) for child in node.children)
+        matches = (evaluate(child, item, offered) for child in node.children)
         return any(matches) if node.combinator == "or" else all(matches)
-    return _evaluate_condition(node, item)
+    return _evaluate_condition(node, item, offered)
 
 
-def _evaluate_condition(condition: Condition, item: MediaItem) -> bool:
+def _evaluate_condition(
+    condition: Condition, item: MediaItem, offered: OfferedFields | None
+) -> bool:
     spec = FIELDS.get(condition.field)
     if spec is None or not spec.local or condition.op not in ALLOWED_OPS[spec.kind]:
         return False
     library_type = "movie" if item.type == "movie" else "show"
     if library_type not in spec.applies:
+        return False
+    if offered is not None and not offered.offers(spec.name, item):
         return False
     if spec.kind == "text":
         return _text_test(condition, _LOCAL_TEXT[spec.name](item))

@@ -221,6 +221,7 @@ def build_ai_channel(
             meter=meter,
             exhausted=meter.exhausted,
             log=context.log.info,
+            offered=shared.offered,
         )
     except TransientBuildError as error:
         usage = meter.by_model.get(settings.worker_model, Usage())

@@ -28,6 +28,7 @@ from airwave_dagster.domain.ai.tools import (
     tool_definitions_api,
 )
 from airwave_dagster.domain.ai.usage import Usage
+from airwave_dagster.domain.filters import OfferedFields
 from ops.ai_lineup.checkpoints import BuildTask, LineupSettings
 from resources.ai_toolbox import PlexChannelToolbox
 from resources.llm import (
@@ -128,11 +129,14 @@ def run_build(
     meter: Callable[[str, Usage], None],
     exhausted: Callable[[], bool],
     log: Callable[[str], None] = lambda message: None,
+    offered: OfferedFields | None = None,
 ) -> tuple[ChannelBuildResult, dict[str, Any]]:
     """Build one channel: claim its number, run the agent (or offline builder), settle.
 
     Returns the result and extra trace fields. A duplicate start adopts the committed channel
     of an earlier attempt without any model call; a failed or abandoned build deletes its claim.
+    `offered` is the server's filter vocabulary: the lineup guard resolves earlier channels on
+    the snapshot with it, so their pools are the ones Plex returns.
 
     Raises:
         TransientBuildError: The model API failed after the SDK's retries (claim released).
@@ -175,7 +179,7 @@ def run_build(
         sort_dir=channel.sort_dir or "asc",
         library_items=deps.library_items,
     )
-    outcome, transient = _run_agent(task, shared, toolbox, llm, meter, exhausted)
+    outcome, transient = _run_agent(task, shared, toolbox, llm, meter, exhausted, offered)
     if outcome.status != "created":
         toolbox.release()
     result = ChannelBuildResult.of(numbered, channel, outcome)
@@ -199,11 +203,14 @@ def _run_agent(
     llm: LlmClient | None,
     meter: Callable[[str, Usage], None],
     exhausted: Callable[[], bool],
+    offered: OfferedFields | None = None,
 ) -> tuple[ChannelOutcome, str | None]:
     """Drive the tools with the model or the offline builder; the outcome and a transient error."""
     settings = task.settings
     channel = task.channel
-    guard = lineup_guard_for(task.earlier, media_items(toolbox.ai_store, settings.source_id))
+    guard = lineup_guard_for(
+        task.earlier, media_items(toolbox.ai_store, settings.source_id), offered=offered
+    )
     lineup = ChannelCheck.of(guard, channel.name, channel.description, channel.theme)
     if settings.provider == "offline" or llm is None:
         try:

@@ -22,6 +22,7 @@ from airwave_dagster.domain.ai.plan import ExistingPackage, PlannedChannel, Sani
 from airwave_dagster.domain.ai.profile import LibraryProfile
 from airwave_dagster.domain.ai.tools import PoolRules
 from airwave_dagster.domain.ai.usage import PriceTable
+from airwave_dagster.domain.filters import OfferedFields
 from resources.llm import DEFAULT_PLANNER_MODEL, DEFAULT_WORKER_MODEL
 
 BUILD_CONCURRENCY = 6
@@ -133,6 +134,11 @@ class LineupContext(BaseModel):
 
     context: SharedContext
     vocabulary: dict[str, list[str]]
+    offered: OfferedFields | None = Field(
+        default=None,
+        description="The server's filter fields per library; None in checkpoints written "
+        "before it was read (every catalog field is then judged in memory).",
+    )
 
 
 class ExistingPackages(BaseModel):
@@ -147,6 +153,11 @@ class PlannedLineup(BaseModel):
     sanitized: SanitizedPlan
     model: str | None
     attempts: int
+    offered: OfferedFields | None = Field(
+        default=None,
+        description="The server's filter fields the plan was curated against; the report "
+        "measures the built pools against the same.",
+    )
 
 
 class CostEstimate(BaseModel):

@@ -191,6 +191,9 @@ def build_shared_context(
 ) -> LineupContext:
     """Render the shared prefix: profile + field catalog + tag vocabulary from Plex.
 
+    The catalog lists only the filter fields the server advertises for its libraries (a real
+    server has no director or Dolby Vision filter on episodes); the same field list is stored
+    for the offline curation, so its in-memory pools are the ones Plex returns.
     The vocabulary is fetched once per field and stored with the rendered text as this step's
     output, so every build of the run (and a resumed run) sends the same bytes. A Plex failure
     fails the step: a silently empty vocabulary would mislead the planner.
@@ -200,6 +203,7 @@ def build_shared_context(
     apply_library_switches(client, store, analyzed.settings.source_id)
     try:
         vocabulary = fetch_vocabulary(client)
+        offered = client.offered_fields()
     except PlexError as error:
         _trace(
             context,
@@ -210,7 +214,7 @@ def build_shared_context(
             error=str(error),
         )
         raise dg.Failure(description=f"cannot read the tag vocabulary: {error}") from error
-    shared = render_shared_context(analyzed.profile, vocabulary)
+    shared = render_shared_context(analyzed.profile, vocabulary, offered)
     _trace(
         context,
         ai,
@@ -227,7 +231,7 @@ def build_shared_context(
     context.add_output_metadata(
         {"sha256": shared.sha256, "chars": shared.chars, "approx_tokens": shared.approx_tokens}
     )
-    return LineupContext(context=shared, vocabulary=vocabulary)
+    return LineupContext(context=shared, vocabulary=vocabulary, offered=offered)
 
 
 @versioned_op(OP_VERSION)
@@ -275,7 +279,10 @@ def plan_lineup(
                 raw = offline_plan(analyzed.profile, shared.vocabulary, existing.packages)
                 # Lineup checks on the snapshot: the concurrent builds cannot see each other.
                 curated = curate_lineup(
-                    raw, media_items(ai, settings.source_id), rules=settings.rules
+                    raw,
+                    media_items(ai, settings.source_id),
+                    rules=settings.rules,
+                    offered=shared.offered,
                 )
                 sanitized = sanitize_plan(curated.plan, existing_package_keys=keys)
             except (ValueError, PlanSchemaError) as error:
@@ -322,4 +329,6 @@ def plan_lineup(
             "dropped": len(sanitized.dropped_channels),
         }
     )
-    return PlannedLineup(sanitized=sanitized, model=model, attempts=attempts)
+    return PlannedLineup(
+        sanitized=sanitized, model=model, attempts=attempts, offered=shared.offered
+    )

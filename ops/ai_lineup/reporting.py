@@ -53,7 +53,9 @@ def assemble_report(
         dropped=planned.sanitized.dropped_channels,
         budget_usd=settings.budget_usd,
         duration_seconds=(datetime.now(UTC) - settings.started_at).total_seconds(),
-        quality=measure_built_lineup(media_items(ai, settings.source_id), results),
+        quality=measure_built_lineup(
+            media_items(ai, settings.source_id), results, offered=planned.offered
+        ),
     )
     return _priced_per_call(report, ai.cost_by_model(settings.ledger_id))
 

@@ -220,6 +220,7 @@ class AiStore:
                     output_tokens=usage.output_tokens,
                     cache_read_tokens=usage.cache_read_tokens,
                     cache_write_tokens=usage.cache_write_tokens,
+                    cache_write_1h_tokens=usage.cache_write_1h_tokens,
                     cost_usd=cost_usd,
                 )
             )
@@ -257,6 +258,7 @@ class AiStore:
                     output_tokens=row["output_tokens"],
                     cache_read_tokens=row["cache_read_tokens"],
                     cache_write_tokens=row["cache_write_tokens"],
+                    cache_write_1h_tokens=row["cache_write_1h_tokens"],
                     calls=1,
                 ),
             )

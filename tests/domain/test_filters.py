@@ -20,6 +20,8 @@ from airwave_dagster.domain.filters import (
     Condition,
     FilterEnvelope,
     Group,
+    LibraryFields,
+    OfferedFields,
     canonical_json,
     evaluate,
     parse_filter,
@@ -559,3 +561,65 @@ def test_whatever_validate_filter_accepts_loads_as_an_envelope(raw: object) -> N
     else:
         with pytest.raises(FilterError):
             parse_filter(raw)
+
+
+REAL_SERVER = OfferedFields(
+    libraries={
+        "1": LibraryFields(type="movie", fields=frozenset(FIELDS) - {"episodeTitle"}),
+        "2": LibraryFields(
+            type="show", fields=frozenset(FIELDS) - {"director", "dovi", "duration", "hdr"}
+        ),
+    }
+)
+"""A TV library without `director`/`dovi` (no real server offers them on episodes) and, as an
+older server or a library without media analysis, without the optional `hdr` (issue 22)."""
+
+DIRECTED_EPISODE = EPISODE.model_copy(update={"directors": ("Kevin Murphy",), "library_key": "2"})
+
+
+@pytest.mark.parametrize(
+    ("node", "item", "offered", "expected"),
+    [
+        (cond("director", "is", "Kevin Murphy"), DIRECTED_EPISODE, None, True),
+        (cond("director", "is", "Kevin Murphy"), DIRECTED_EPISODE, REAL_SERVER, False),
+        (cond("director", "isNot", "Someone Else"), DIRECTED_EPISODE, None, True),
+        (cond("director", "isNot", "Someone Else"), DIRECTED_EPISODE, REAL_SERVER, False),
+        (cond("dovi", "is", "true"), DIRECTED_EPISODE, REAL_SERVER, False),
+        (cond("dovi", "is", "false"), DIRECTED_EPISODE, REAL_SERVER, False),
+        (cond("hdr", "is", "true"), DIRECTED_EPISODE, REAL_SERVER, False),
+        (cond("genre", "is", "comedy"), DIRECTED_EPISODE, REAL_SERVER, True),
+        (group(cond("director", "is", "Kevin Murphy"), cond("genre", "is", "Comedy"),
+               combinator="or"), DIRECTED_EPISODE, REAL_SERVER, True),
+        (group(cond("director", "isNot", "x"), cond("genre", "is", "Comedy")),
+         DIRECTED_EPISODE, REAL_SERVER, False),
+        (cond("director", "is", "Ridley Scott"), MOVIE.model_copy(update={"library_key": "1"}),
+         REAL_SERVER, True),
+        # An item of a library the vocabulary does not know is judged by its type.
+        (cond("director", "is", "Ridley Scott"), MOVIE, REAL_SERVER, True),
+        (cond("director", "is", "Kevin Murphy"), EPISODE.model_copy(
+            update={"directors": ("Kevin Murphy",)}), REAL_SERVER, False),
+    ],
+)  # fmt: skip
+def test_evaluate_follows_the_servers_vocabulary(
+    node: dict[str, object], item: MediaItem, offered: OfferedFields | None, expected: bool
+) -> None:
+    """Plex matches nothing on a filter field a library does not advertise, whatever the
+    operator. python-plexapi validates filters against `LibrarySection.listFields(libtype)`
+    (`_validateFilterField` raises NotFound, "Unknown filter field ... for libtype"), and a
+    real server's episode-level fields carry no `director` or `dovi` (issue 22, captured
+    `<Meta>` blocks; docs/reference/plex-emulator.md). In-memory evaluation given the
+    vocabulary agrees."""
+    parsed = FilterEnvelope.model_validate({"filter": node}).filter
+    assert evaluate(parsed, item, offered) is expected
+
+
+def test_offered_fields_per_type_is_the_union_of_its_libraries() -> None:
+    offered = OfferedFields(
+        libraries={
+            "1": LibraryFields(type="movie", fields=frozenset({"genre"})),
+            "3": LibraryFields(type="movie", fields=frozenset({"hdr"})),
+        }
+    )
+    assert offered.for_type("movie") == {"genre", "hdr"}
+    assert offered.for_type("show") == frozenset()
+    assert OfferedFields.model_validate_json(offered.model_dump_json()) == offered

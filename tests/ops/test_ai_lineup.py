@@ -10,8 +10,11 @@ import pytest
 import sqlalchemy as sa
 
 from airwave_dagster.definitions import defs
+from airwave_dagster.domain.ai.context import CATALOG_HEADER, VOCABULARY_HEADER
 from airwave_dagster.domain.ai.lineup_checks import above_ceiling, audience_of, rating_counts
+from airwave_dagster.emulators.plex import start_emulator
 from resources import tables as t
+from resources.plex import PlexResource
 from resources.stores.ai import AiStore
 from resources.stores.approvals import ApprovalStore
 from resources.stores.rows import keyed
@@ -466,3 +469,28 @@ def test_plex_failing_while_the_context_is_built_fails_the_step(
     rows = [(r["phase"], r["status"]) for r in ai.traces(result.run_id)]
     assert rows == [("analyze", "ok"), ("context", "failed")]
     assert _ai_channels(store) == []
+
+
+def test_the_shared_context_offers_only_the_fields_the_server_has(store, dagster_instance) -> None:
+    """A server without an optional filter field (issue 22: older releases, libraries without
+    media analysis; the emulator's `missing_fields`) is never offered to the models, and the
+    fields no real server has on episodes (`episode.director`, `episode.dovi`) are scoped to
+    movies. The empty preview naming a missing field stays the agent's fallback."""
+    with start_emulator(items=200, seed=3, missing_fields=("hdr",)) as emulator:
+        result = defs.resolve_job_def("ai_lineup").execute_in_process(
+            run_config=lineup_config(provider="offline"),
+            instance=dagster_instance,
+            resources={"plex": PlexResource(base_url=emulator.url, token=emulator.token)},
+            op_selection=["analyze_library", "build_shared_context"],
+            raise_on_error=False,
+        )
+
+    assert result.success
+    shared = result.output_for_node("build_shared_context")
+    catalog = shared.context.text.split(CATALOG_HEADER, 1)[1].split(VOCABULARY_HEADER, 1)[0]
+    lines = {line.split(" ")[1]: line for line in catalog.strip().splitlines()}
+    assert "hdr" not in lines and "- hdr " not in shared.context.text
+    assert "[movie only]" in lines["director"] and "[movie only]" in lines["dovi"]
+    assert "genre" in lines and "network" in lines
+    assert shared.offered is not None
+    assert all("hdr" not in library.fields for library in shared.offered.libraries.values())

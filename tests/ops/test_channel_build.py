@@ -20,6 +20,7 @@ from resources import tables as t
 from resources.ai_toolbox import library_sizes
 from resources.llm import LlmResource
 from resources.plex import PlexClient
+from resources.prices import call_cost
 from resources.stores.ai import AiStore
 from resources.stores.claims import ChannelClaims, Claimant
 from resources.stores.rows import keyed
@@ -186,6 +187,42 @@ def test_the_ledger_adds_concurrent_charges_atomically(store) -> None:
     assert state.spent_usd == pytest.approx(20.0)
     assert not state.exhausted
     assert len(ai.spend_rows("ledger-concurrent")) == 80
+
+
+def test_the_ledger_prices_one_hour_cache_writes_apart(store) -> None:
+    """Source: Anthropic's prompt-caching guide (1-hour writes cost 2x the base input price,
+    5-minute writes 1.25x) and the SDK's `Usage.cache_creation` (`CacheCreation`), which splits
+    `cache_creation_input_tokens` by lifetime. The ledger keeps the split, so the same spend
+    row is priced the same way again (genai-prices' `cache_write_1h_tokens`)."""
+    ai = AiStore(store.engine)
+    ai.open_ledger("ledger-1h", None)
+    model = "claude-haiku-4-5"
+    hour = Usage(cache_write_tokens=4000, cache_write_1h_tokens=4000, output_tokens=10, calls=1)
+    minutes = Usage(cache_write_tokens=4000, output_tokens=10, calls=1)
+    costs = {
+        name: call_cost(model, usage, PriceTable(prices={}))
+        for name, usage in (("hour", hour), ("minutes", minutes))
+    }
+    assert costs["hour"] is not None and costs["minutes"] is not None
+    # Haiku 4.5: $1/MTok input, so $2 and $1.25 per MTok written, plus $5/MTok output.
+    assert costs["hour"] == pytest.approx((4000 * 2 + 10 * 5) / 1e6)
+    assert costs["minutes"] == pytest.approx((4000 * 1.25 + 10 * 5) / 1e6)
+    for usage, cost in ((hour, costs["hour"]), (minutes, costs["minutes"])):
+        ai.charge(
+            "ledger-1h",
+            run_id="r",
+            step_key="s",
+            attempt=1,
+            phase="build",
+            model=model,
+            usage=usage,
+            cost_usd=cost,
+        )
+
+    rows = ai.spend_rows("ledger-1h")
+    assert [r["cache_write_1h_tokens"] for r in rows] == [4000, 0]
+    assert ai.usage_by_model("ledger-1h")[model] == hour + minutes
+    assert ai.ledger("ledger-1h").spent_usd == pytest.approx(costs["hour"] + costs["minutes"])
 
 
 def test_trace_rows_are_capped_and_never_fail_the_caller(store) -> None:

@@ -21,7 +21,13 @@ from typing import Any
 
 import pytest
 
-from airwave_dagster.domain.filters import ALLOWED_OPS, FIELDS, FilterEnvelope, evaluate
+from airwave_dagster.domain.filters import (
+    ALLOWED_OPS,
+    FIELDS,
+    FilterEnvelope,
+    OfferedFields,
+    evaluate,
+)
 from airwave_dagster.domain.library import MediaItem
 from airwave_dagster.emulators.plex import start_emulator
 from airwave_dagster.emulators.plex.render import LISTING_TAG_LIMITS
@@ -40,6 +46,9 @@ LOCAL_TAG_READERS = {
 """How each local tag field reads a snapshot item (restated, not imported from the domain)."""
 
 LISTING_LIMITS = {"genre": "Genre", "director": "Director", "actor": "Role"}
+
+EPISODE_LACKS = frozenset({"director", "dovi"})
+"""Local fields real servers do not offer on episodes (no `episode.director`/`episode.dovi`)."""
 
 
 @pytest.fixture(scope="module")
@@ -112,25 +121,65 @@ def test_listings_are_partial_by_default(emulator, client, snapshot) -> None:
     assert max(len(video._data.findall("Role")) for video in listed) == 3
 
 
+@pytest.fixture(scope="module")
+def offered(client) -> OfferedFields:
+    return client.offered_fields()
+
+
 @pytest.mark.parametrize(("field", "op"), CASES, ids=[f"{f}-{o}" for f, o in CASES])
-def test_snapshot_evaluation_equals_plex_side_filtering(client, snapshot, field, op) -> None:
-    """For every locally evaluated field and operator: the in-memory pool is Plex's pool."""
+def test_snapshot_evaluation_equals_plex_side_filtering(
+    client, snapshot, offered, field, op
+) -> None:
+    """For every locally evaluated field and operator: the in-memory pool is Plex's pool.
+
+    Every item is judged, episodes included: given the server's advertised vocabulary, the
+    in-memory evaluator matches nothing on a field a library lacks, exactly as Plex does. Real
+    servers list no `director` or `dovi` among an episode's filter fields (the `<Meta>` of a
+    section search; python-plexapi's `LibrarySection.listFields('episode')`), so on episodes
+    those conditions match nothing whatever their operator (docs/reference/plex-emulator.md).
+    """
     value = _value_for(field, op, snapshot)
     plex_filter: dict[str, Any] = envelope(condition(field, op, value))
     node = FilterEnvelope.model_validate(plex_filter).filter
-    # Where the server lacks the field (no `episode.director`, `episode.dovi` on real servers)
-    # Plex matches nothing there and the product reports the gap instead of judging in memory.
     gaps = client.vocabulary_gaps([("INCLUDE", plex_filter, None)], sort="titleSort:asc")
     lacking_tv = any("library 'TV Shows'" in gap for gap in gaps)
-    assert lacking_tv == (field in ("director", "dovi"))
+    assert lacking_tv == (field in EPISODE_LACKS)
     assert not any("library 'Movies'" in gap for gap in gaps)
-    judged = [i for i in snapshot if not (lacking_tv and i.type == "episode")]
 
-    in_memory = [item.rating_key for item in judged if evaluate(node, item)]
+    in_memory = [item.rating_key for item in snapshot if evaluate(node, item, offered)]
     from_plex = [item.rating_key for item in client.resolve(plex_filter)]
 
     assert sorted(in_memory) == sorted(from_plex)
     assert 0 < len(from_plex) < len(snapshot) or (field, op) == ("duration", "is")
+    if field in EPISODE_LACKS:
+        # The field discriminates among episodes in memory, so the vocabulary is what decides.
+        episodes = [i for i in snapshot if i.type == "episode"]
+        assert any(evaluate(node, item) for item in episodes)
+        assert not any(evaluate(node, item, offered) for item in episodes)
+
+
+def test_offered_fields_follow_the_advertised_vocabulary(offered) -> None:
+    """Fields per library as the server advertises them (issue 22; plex-emulator.md G-notes)."""
+    by_type = {library.type: library.fields for library in offered.libraries.values()}
+    assert {"director", "dovi", "hdr", "genre"} <= by_type["movie"]
+    assert not EPISODE_LACKS & by_type["show"]
+    assert {"hdr", "genre", "network", "year"} <= by_type["show"]
+
+
+@pytest.mark.parametrize("field", ["hdr", "dovi"])
+def test_evaluation_follows_a_server_missing_an_optional_field(field) -> None:
+    """A server without an optional field (older releases, libraries without media analysis,
+    issue 22) matches nothing on it; in-memory evaluation with its vocabulary agrees."""
+    with start_emulator(items=200, seed=5, missing_fields=[field]) as handle:
+        lacking = PlexClient(handle.url, handle.token)
+        offered = lacking.offered_fields()
+        assert all(field not in library.fields for library in offered.libraries.values())
+        items = lacking.resolve(None)
+        plex_filter: dict[str, Any] = envelope(condition(field, "is", "true"))
+        node = FilterEnvelope.model_validate(plex_filter).filter
+        assert lacking.resolve(plex_filter) == []
+        assert any(evaluate(node, item) for item in items)  # the snapshot alone would match
+        assert not any(evaluate(node, item, offered) for item in items)
 
 
 def test_every_local_field_is_covered() -> None:

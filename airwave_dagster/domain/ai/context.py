@@ -12,7 +12,11 @@ Deliberate differences from the reference:
   and points to `discover_field_values` for every other tag field (the reference promised
   audioLanguage/subtitleLanguage values it never fetched); `VOCABULARY_FIELDS` also prefetches
   the two language fields, which have few values;
-- `render_shared_context` refuses vocabulary for unknown or non-tag fields instead of printing it.
+- `render_shared_context` refuses vocabulary for unknown or non-tag fields instead of printing it;
+- given the connected server's filter vocabulary (`OfferedFields`), the catalog lists only the
+  fields that server offers, scoped to the library types that offer them (issue 22): a real
+  server has no `director` or `dovi` on episodes, and some lack optional fields. An empty
+  preview naming a missing field stays the agent's fallback (`resources/ai_toolbox.py`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from airwave_dagster.domain.ai.profile import LibraryProfile
-from airwave_dagster.domain.filters import ALLOWED_OPS, FIELDS, OPS, FieldSpec
+from airwave_dagster.domain.filters import ALLOWED_OPS, FIELDS, OPS, FieldSpec, OfferedFields
+from airwave_dagster.domain.library import MEDIA_TYPES
 
 VOCABULARY_FIELDS: tuple[str, ...] = (
     "genre",
@@ -81,28 +86,48 @@ def catalog_fields() -> tuple[FieldSpec, ...]:
     return tuple(spec for spec in FIELDS.values() if spec.name not in CATALOG_EXCLUDED)
 
 
-def _scope(spec: FieldSpec) -> str:
-    if spec.applies == frozenset({"movie"}):
-        return " [movie only]"
-    if spec.applies == frozenset({"show"}):
-        return " [show only]"
-    return ""
+def _scopes(spec: FieldSpec, offered: OfferedFields | None) -> frozenset[str]:
+    """The library types in play on which the server offers the field."""
+    if offered is None:
+        return spec.applies
+    return frozenset(t for t in spec.applies if spec.name in offered.for_type(t))
 
 
-def render_field_catalog(preloaded: Sequence[str] = ()) -> str:
+def _scope_note(scopes: frozenset[str], in_play: frozenset[str]) -> str:
+    if scopes == in_play:
+        return ""
+    return " [movie only]" if scopes == frozenset({"movie"}) else " [show only]"
+
+
+def render_field_catalog(
+    preloaded: Sequence[str] = (), offered: OfferedFields | None = None
+) -> str:
     """One line per catalog field: name, kind, operators, scope and where its values are.
 
     Args:
         preloaded: Tag fields whose values appear in the vocabulary section.
+        offered: The connected server's filter vocabulary. Only fields some library of the
+            server offers are listed, each scoped to the library types that offer it (real
+            servers offer no `director` or `dovi` on episodes, and some lack optional fields
+            such as `hdr`), so the models are never shown a field Plex would match nothing on.
+            None lists the whole catalog.
 
     Returns:
         The catalog text.
     """
     present = set(preloaded)
+    in_play = (
+        frozenset(MEDIA_TYPES)
+        if offered is None
+        else frozenset(library.type for library in offered.libraries.values())
+    )
     lines = []
     for spec in catalog_fields():
+        scopes = _scopes(spec, offered) & in_play
+        if not scopes:
+            continue
         ops = ", ".join(op for op in OPS if op in ALLOWED_OPS[spec.kind])
-        line = f"- {spec.name} ({spec.kind}; {ops}){_scope(spec)}"
+        line = f"- {spec.name} ({spec.kind}; {ops}){_scope_note(scopes, in_play)}"
         if spec.name == "duration":
             line += " — minutes"
         elif spec.name == "addedWithin":
@@ -157,13 +182,17 @@ def render_vocabulary(vocabulary: Mapping[str, Sequence[str]]) -> str:
 
 
 def render_shared_context(
-    profile: LibraryProfile, vocabulary: Mapping[str, Sequence[str]]
+    profile: LibraryProfile,
+    vocabulary: Mapping[str, Sequence[str]],
+    offered: OfferedFields | None = None,
 ) -> SharedContext:
     """Render the shared prefix: profile, field catalog, tag vocabulary.
 
     Args:
         profile: The library profile.
         vocabulary: Tag values per field (as fetched; cleaned and sorted here).
+        offered: The server's filter vocabulary: the catalog lists only what it offers
+            (`render_field_catalog`); None lists the whole catalog.
 
     Returns:
         The context; identical inputs give identical `text` and `sha256`.
@@ -177,7 +206,7 @@ def render_shared_context(
             profile.render_text(),
             "",
             CATALOG_HEADER,
-            render_field_catalog(list(cleaned)),
+            render_field_catalog(list(cleaned), offered),
             "",
             VOCABULARY_HEADER,
             render_vocabulary(cleaned),

@@ -34,6 +34,7 @@ from airwave_dagster.domain.filters import (
     FilterEnvelope,
     FilterNode,
     Group,
+    OfferedFields,
     evaluate,
 )
 from airwave_dagster.domain.library import MediaItem, MediaType
@@ -43,22 +44,33 @@ def _playable(kinds: Sequence[MediaType]) -> set[str]:
     return {"movie" if kind == "movie" else "episode" for kind in kinds}
 
 
-def matches(node: FilterNode | None, item: MediaItem, show_networks: Mapping[str, str]) -> bool:
-    """`filters.evaluate`, plus the show-level `network` field from `show_networks`."""
+def matches(
+    node: FilterNode | None,
+    item: MediaItem,
+    show_networks: Mapping[str, str],
+    offered: OfferedFields | None = None,
+) -> bool:
+    """`filters.evaluate`, plus the show-level `network` field from `show_networks`.
+
+    `offered` is the server's filter vocabulary: a field the item's library does not offer
+    matches nothing, as on Plex (`filters.evaluate`).
+    """
     if node is None:
         return True
     if isinstance(node, Group):
-        found = (matches(child, item, show_networks) for child in node.children)
+        found = (matches(child, item, show_networks, offered) for child in node.children)
         return any(found) if node.combinator == "or" else all(found)
     if node.field == "network":
         if item.type != "episode" or node.op not in ("is", "isNot"):
+            return False
+        if offered is not None and not offered.offers("network", item):
             return False
         network = show_networks.get(item.show_rating_key or "") or show_networks.get(
             item.show_title or ""
         )
         same = (network or "").casefold() == node.value.casefold()
         return same if node.op == "is" else not same
-    return evaluate(node, item)
+    return evaluate(node, item, offered)
 
 
 def answerable(
@@ -83,11 +95,13 @@ def resolve(
     items: Sequence[MediaItem],
     show_networks: Mapping[str, str] | None = None,
     exclude: FilterNode | None = None,
+    offered: OfferedFields | None = None,
 ) -> list[MediaItem]:
     """The complete pool of a filter envelope over in-memory items, minus its exclusion.
 
     `exclude` is the channel's EXCLUDE definition (over the same media types): an item it
     matches leaves the pool, as `pools.combine_pools` does for definitions resolved by Plex.
+    `offered` is the server's filter vocabulary (see `matches`); None judges every field.
     """
     wanted = _playable(envelope.effective_media_types)
     networks = show_networks or {}
@@ -95,8 +109,8 @@ def resolve(
         item
         for item in items
         if item.type in wanted
-        and matches(envelope.filter, item, networks)
-        and not (exclude is not None and matches(exclude, item, networks))
+        and matches(envelope.filter, item, networks, offered)
+        and not (exclude is not None and matches(exclude, item, networks, offered))
     ]
 
 
@@ -106,6 +120,7 @@ class MemoryToolbox:
 
     items: Sequence[MediaItem]
     show_networks: Mapping[str, str] = field(default_factory=dict[str, str])
+    offered: OfferedFields | None = None
     committed: list[FilterEnvelope] = field(default_factory=list[FilterEnvelope])
 
     def discover_field_values(self, field: str, media_types: tuple[MediaType, ...]) -> list[str]:
@@ -118,7 +133,7 @@ class MemoryToolbox:
         """Resolve in memory and summarise."""
         wanted = _playable(envelope.effective_media_types)
         library = sum(1 for item in self.items if item.type in wanted)
-        pool = resolve(envelope, self.items, self.show_networks, exclude)
+        pool = resolve(envelope, self.items, self.show_networks, exclude, self.offered)
         return summarise_pool(pool, detail=detail, library_items=library)
 
     def commit_channel(
@@ -148,6 +163,7 @@ def curate_lineup(
     show_networks: Mapping[str, str] | None = None,
     rules: PoolRules | None = None,
     guard: LineupGuard | None = None,
+    offered: OfferedFields | None = None,
 ) -> CuratedLineup:
     """Replay the lineup's builds in plan order in memory and keep what the checks keep.
 
@@ -157,12 +173,14 @@ def curate_lineup(
         show_networks: Network per show rating key (or title), if known.
         rules: Pool rules of the run.
         guard: The lineup guard (default: `offline_guard()`).
+        offered: The server's filter vocabulary, so each pool is the one Plex would return
+            (a field a library lacks matches nothing there); None judges every field.
 
     Returns:
         The curated lineup; packages left without channels are dropped.
     """
     lineup = guard or offline_guard()
-    toolbox = MemoryToolbox(items, dict(show_networks or {}))
+    toolbox = MemoryToolbox(items, dict(show_networks or {}), offered)
     removed: list[tuple[str, str]] = []
     unverified: list[str] = []
     packages = []
@@ -208,6 +226,7 @@ def lineup_guard_for(
     *,
     show_networks: Mapping[str, str] | None = None,
     rules: LineupRules | None = None,
+    offered: OfferedFields | None = None,
 ) -> LineupGuard:
     """The guard of one build of a concurrent run: the channels planned before it, resolved.
 
@@ -221,6 +240,7 @@ def lineup_guard_for(
         items: The library snapshot's available items.
         show_networks: Network per show rating key, if known.
         rules: Overlap rules (the shared default when None).
+        offered: The server's filter vocabulary (see `resolve`).
 
     Returns:
         The guard.
@@ -230,6 +250,6 @@ def lineup_guard_for(
     for channel in earlier:
         envelope, exclude = channel.envelope(), channel.exclude_node()
         if answerable(envelope.filter, networks=networks, exclude=exclude):
-            pool = resolve(envelope, items, show_networks, exclude)
+            pool = resolve(envelope, items, show_networks, exclude, offered)
             guard.keep(channel.name, frozenset(i.rating_key for i in pool), envelope.filter)
     return guard

@@ -25,7 +25,7 @@ from airwave_dagster.domain.ai.plan import DroppedChannel, PlannedChannel
 from airwave_dagster.domain.ai.quality import BuiltChannel, LineupQuality, lineup_quality
 from airwave_dagster.domain.ai.tools import BuildStatus, ChannelOutcome
 from airwave_dagster.domain.ai.usage import PriceTable, Usage, summarise_cost, total_usage
-from airwave_dagster.domain.filters import FilterEnvelope, FilterNode
+from airwave_dagster.domain.filters import FilterEnvelope, FilterNode, OfferedFields
 from airwave_dagster.domain.library import MediaItem
 
 BUDGET_REASON = "budget"
@@ -288,6 +288,7 @@ def measure_built_lineup(
     items: Sequence[MediaItem],
     results: Sequence[ChannelBuildResult],
     show_networks: Mapping[str, str] | None = None,
+    offered: OfferedFields | None = None,
 ) -> LineupQuality:
     """The quality measures of the built channels, each pool resolved again on the snapshot.
 
@@ -300,6 +301,7 @@ def measure_built_lineup(
         items: The library snapshot's available items.
         results: The run's build results (only `created` ones with a filter are measured).
         show_networks: Network per show rating key, if known.
+        offered: The server's filter vocabulary, so pools equal Plex's (see `curate.resolve`).
 
     Returns:
         The measures.
@@ -307,7 +309,7 @@ def measure_built_lineup(
     channels = [
         BuiltChannel(
             name=r.name,
-            pool=resolve(r.envelope, items, show_networks, r.exclude),
+            pool=resolve(r.envelope, items, show_networks, r.exclude, offered),
             callsign=r.callsign,
             description=r.description,
         )

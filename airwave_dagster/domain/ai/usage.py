@@ -6,6 +6,9 @@ Reference: docs/reference/ai-lineup.md §9.
 the *uncached* input (the API's own `input_tokens`), `cache_read_tokens` and `cache_write_tokens`
 are the cached parts, so the total input is their sum (`Usage.total_input_tokens`; the reference
 stored that total as "inputTokens"). `calls` counts API calls. `ModelUsage` sums `Usage` per model.
+`cache_write_1h_tokens` is the part of the writes made with the 1-hour lifetime (the API's
+`usage.cache_creation.ephemeral_1h_input_tokens`): those cost 2x the input price, 5-minute writes
+1.25x, so the two are priced apart.
 
 `PriceTable` maps a model id (exact, else the longest key that prefixes it, so dated ids such as
 `claude-haiku-4-5-20251001` find `claude-haiku-4-5`) to a `ModelPrice` in USD per million tokens.
@@ -22,10 +25,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 CACHE_WRITE_MULTIPLIER = 1.25
 """Anthropic's 5-minute cache write price, relative to the input price."""
+
+CACHE_WRITE_1H_MULTIPLIER = 2.0
+"""Anthropic's 1-hour cache write price (`cache_control.ttl: "1h"`), relative to input."""
 
 CACHE_READ_MULTIPLIER = 0.1
 """Anthropic's cache read price, relative to the input price."""
@@ -39,8 +45,27 @@ class Usage(BaseModel):
     input_tokens: int = Field(default=0, ge=0, description="Uncached input tokens.")
     output_tokens: int = Field(default=0, ge=0)
     cache_read_tokens: int = Field(default=0, ge=0)
-    cache_write_tokens: int = Field(default=0, ge=0)
+    cache_write_tokens: int = Field(
+        default=0, ge=0, description="Cache writes of either lifetime (5 minutes or 1 hour)."
+    )
+    cache_write_1h_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="The part of `cache_write_tokens` written with the 1-hour lifetime; priced "
+        "apart (2x the input price, against 1.25x for 5-minute writes).",
+    )
     calls: int = Field(default=0, ge=0, description="API calls counted in this usage.")
+
+    @model_validator(mode="after")
+    def _one_hour_writes_are_writes(self) -> Usage:
+        if self.cache_write_1h_tokens > self.cache_write_tokens:
+            raise ValueError("cache_write_1h_tokens is a part of cache_write_tokens")
+        return self
+
+    @property
+    def cache_write_5m_tokens(self) -> int:
+        """Cache writes with the default 5-minute lifetime."""
+        return self.cache_write_tokens - self.cache_write_1h_tokens
 
     @property
     def total_input_tokens(self) -> int:
@@ -64,6 +89,7 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cache_write_1h_tokens=self.cache_write_1h_tokens + other.cache_write_1h_tokens,
             calls=self.calls + other.calls,
         )
 
@@ -72,6 +98,9 @@ class Usage(BaseModel):
         """Read the `usage` block of one Messages API response (as a dict).
 
         Missing or null counts are 0, so a partial block from a failed stream still counts.
+        `cache_creation.ephemeral_1h_input_tokens` (the SDK's `CacheCreation`) is the 1-hour
+        part of `cache_creation_input_tokens`; without the breakdown every write is a 5-minute
+        one, the default lifetime.
 
         Args:
             usage: `response.usage.model_dump()` or the raw JSON block; None counts the call only.
@@ -82,15 +111,22 @@ class Usage(BaseModel):
         """
         block = usage or {}
 
-        def count(name: str) -> int:
-            value = block.get(name)
+        def count(name: str, within: Mapping[str, Any] = block) -> int:
+            value = within.get(name)
             return int(value) if isinstance(value, int | float) and value > 0 else 0
 
+        creation = block.get("cache_creation")
+        split: Mapping[str, Any] = creation if isinstance(creation, Mapping) else {}
+        one_hour = count("ephemeral_1h_input_tokens", split)
+        five_minutes = count("ephemeral_5m_input_tokens", split)
+        # The total normally equals the split's sum; never let a short total hide a write.
+        writes = max(count("cache_creation_input_tokens"), one_hour + five_minutes)
         return cls(
             input_tokens=count("input_tokens"),
             output_tokens=count("output_tokens"),
             cache_read_tokens=count("cache_read_input_tokens"),
-            cache_write_tokens=count("cache_creation_input_tokens"),
+            cache_write_tokens=writes,
+            cache_write_1h_tokens=one_hour,
             calls=calls,
         )
 
@@ -136,6 +172,9 @@ class ModelPrice(BaseModel):
     cache_write: float | None = Field(
         default=None, ge=0, description="Default: input * 1.25 (5-minute cache write)."
     )
+    cache_write_1h: float | None = Field(
+        default=None, ge=0, description="Default: input * 2 (1-hour cache write)."
+    )
 
     @property
     def effective_cache_read(self) -> float:
@@ -149,13 +188,21 @@ class ModelPrice(BaseModel):
             return self.input * CACHE_WRITE_MULTIPLIER
         return self.cache_write
 
+    @property
+    def effective_cache_write_1h(self) -> float:
+        """The 1-hour cache write price, explicit or derived from the input price."""
+        if self.cache_write_1h is None:
+            return self.input * CACHE_WRITE_1H_MULTIPLIER
+        return self.cache_write_1h
+
     def cost(self, usage: Usage) -> float:
-        """USD for `usage` at this price."""
+        """USD for `usage` at this price; 1-hour and 5-minute cache writes priced apart."""
         return (
             usage.input_tokens * self.input
             + usage.output_tokens * self.output
             + usage.cache_read_tokens * self.effective_cache_read
-            + usage.cache_write_tokens * self.effective_cache_write
+            + usage.cache_write_5m_tokens * self.effective_cache_write
+            + usage.cache_write_1h_tokens * self.effective_cache_write_1h
         ) / 1_000_000
 
 

@@ -12,6 +12,12 @@ Sources (read 2026-12):
 - maximum output tokens: the models overview
   (platform.claude.com/docs/en/about-claude/models/overview). Where a newer model's figure was not
   found, the stub assumes its predecessor's; such rows say so.
+- context window: the same overview and the context-windows guide
+  (platform.claude.com/docs/en/build-with-claude/context-windows): 200,000 tokens for every model
+  served here. Sonnet 4, 4.5 and 4.6 and Opus 4.6 reach 1M tokens only with the
+  `context-1m-2025-08-07` beta header, which the product never sends and the stub does not honour;
+  for Opus 4.7/4.8, Sonnet 5 and Fable 5 no figure was found and the stub assumes the standard
+  200,000 (stricter than a larger window, so a request it accepts fits).
 
 A model id not listed here (alias or dated id) is answered 404 `not_found_error`, as the API does.
 """

@@ -4,7 +4,10 @@ Sources: the Messages API reference (platform.claude.com/docs/en/api/messages: `
 "may not exceed the model's maximum", content block rules) and the errors page
 (platform.claude.com/docs/en/api/errors: 404 `not_found_error` for an unknown model); the
 messages of empty-block and tool-result refusals follow what the API answers (reported in
-anthropics/anthropic-sdk-python and anthropics/claude-code issues).
+anthropics/anthropic-sdk-python and anthropics/claude-code issues). A prompt longer than the
+model's context window is refused as the API refuses it: 400 `invalid_request_error`, "prompt is
+too long: N tokens > M maximum" (as reported in anthropics/claude-code#12186), its tokens counted
+as `count_tokens` counts them. `count_tokens` itself is not refused.
 """
 
 from __future__ import annotations
@@ -13,7 +16,11 @@ import re
 from typing import Any
 
 from airwave_dagster.emulators.anthropic.models import find_model
-from airwave_dagster.emulators.anthropic.usage import MAX_BREAKPOINTS, count_breakpoints
+from airwave_dagster.emulators.anthropic.usage import (
+    MAX_BREAKPOINTS,
+    count_breakpoints,
+    total_tokens,
+)
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -67,6 +74,14 @@ def check_request(body: object, *, needs_max_tokens: bool = True) -> dict[str, A
             f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
             f"Found {found}."
         )
+    if needs_max_tokens:
+        # The window holds the prompt; a prompt that alone overflows it is refused before any
+        # output (an answer cut by the window is the `model_context_window_exceeded` stop).
+        tokens = total_tokens(body)
+        if tokens > spec.context_window:
+            raise InvalidRequest(
+                f"prompt is too long: {tokens} tokens > {spec.context_window} maximum"
+            )
     return body
 
 

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from airwave_dagster.domain.ai.context import (
     CATALOG_EXCLUDED,
+    CATALOG_HEADER,
     NO_VOCABULARY,
+    VOCABULARY_HEADER,
     catalog_fields,
     render_field_catalog,
     render_shared_context,
@@ -22,6 +24,7 @@ from airwave_dagster.domain.ai.profile import (
     LibraryProfile,
     build_profile,
 )
+from airwave_dagster.domain.filters import FIELDS, LibraryFields, OfferedFields
 from airwave_dagster.domain.library import MediaItem
 from tests.domain.ai.conftest import Demo
 
@@ -216,6 +219,41 @@ def test_the_catalog_has_33_fields_and_says_where_values_are() -> None:
     assert lines["actor"].endswith("use discover_field_values")
     assert "[movie only]" in lines["duration"] and "[show only]" in lines["network"]
     assert "(int; is, gte, lte)" in lines["year"]
+
+
+def _catalog_lines(text: str) -> dict[str, str]:
+    catalog = text.split(CATALOG_HEADER + "\n", 1)[1].split(VOCABULARY_HEADER, 1)[0]
+    return {line.split(" ")[1]: line for line in catalog.strip().splitlines()}
+
+
+def test_the_catalog_lists_only_what_the_server_offers(demo: Demo) -> None:
+    """The models are offered only fields the connected server advertises (issue 22: a real
+    server has no `episode.director` or `episode.dovi` filter, and some servers lack optional
+    fields such as `hdr`; python-plexapi `LibrarySection.listFields(libtype)` is what a search
+    is validated against). The scope note follows what each library type offers."""
+    offered = OfferedFields(
+        libraries={
+            "1": LibraryFields(type="movie", fields=frozenset(FIELDS) - {"hdr"}),
+            "2": LibraryFields(type="show", fields=frozenset(FIELDS) - {"hdr", "director", "dovi"}),
+        }
+    )
+    whole = _catalog_lines(render_shared_context(demo.profile, demo.vocabulary).text)
+    served = _catalog_lines(render_shared_context(demo.profile, demo.vocabulary, offered).text)
+    assert "hdr" in whole and "hdr" not in served
+    assert set(whole) - set(served) == {"hdr"}
+    assert "[movie only]" not in whole["director"] and "[movie only]" in served["director"]
+    assert "[movie only]" in served["dovi"] and "[show only]" in served["network"]
+    assert render_field_catalog(offered=None) == render_field_catalog()
+
+
+def test_a_server_with_movies_only_needs_no_scope_notes() -> None:
+    offered = OfferedFields(
+        libraries={"1": LibraryFields(type="movie", fields=frozenset({"genre", "duration"}))}
+    )
+    assert render_field_catalog(["genre"], offered).splitlines() == [
+        "- genre (tag; is, isNot) — values listed below",
+        "- duration (int; is, gte, lte) — minutes",
+    ]
 
 
 def test_the_shared_context_is_byte_identical_and_hashed(demo: Demo) -> None:

@@ -54,6 +54,40 @@ def test_usage_reads_the_api_block_and_keeps_cache_tokens_separate() -> None:
     assert Usage.from_api(None) == Usage(calls=1)
 
 
+def test_one_hour_cache_writes_are_read_and_priced_apart() -> None:
+    """Source: Anthropic's prompt-caching guide (pricing: 5-minute writes 1.25x the base input
+    price, 1-hour writes 2x, reads 0.1x) and the SDK's `anthropic.types.Usage.cache_creation`
+    (`CacheCreation.ephemeral_5m_input_tokens` / `ephemeral_1h_input_tokens`, the breakdown of
+    `cache_creation_input_tokens` by lifetime)."""
+    usage = Usage.from_api(
+        {
+            "input_tokens": 10,
+            "output_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 3000,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": 1000,
+                "ephemeral_1h_input_tokens": 2000,
+            },
+        }
+    )
+    assert (usage.cache_write_tokens, usage.cache_write_1h_tokens) == (3000, 2000)
+    assert usage.cache_write_5m_tokens == 1000
+    assert usage.total_input_tokens == 3010
+    price = ModelPrice(input=1, output=5)
+    # 10 uncached at 1, 1,000 five-minute writes at 1.25, 2,000 one-hour writes at 2 ($/MTok).
+    assert price.cost(usage) == pytest.approx((10 + 1000 * 1.25 + 2000 * 2) / 1e6)
+    five_minutes = Usage(cache_write_tokens=3000)
+    one_hour = Usage(cache_write_tokens=3000, cache_write_1h_tokens=3000)
+    assert price.cost(one_hour) / price.cost(five_minutes) == pytest.approx(2 / 1.25)
+    assert ModelPrice(input=1, output=5, cache_write_1h=3).cost(one_hour) == pytest.approx(9e-3)
+    # Without the breakdown every write is a 5-minute one (the API's default lifetime).
+    assert Usage.from_api({"cache_creation_input_tokens": 50}).cache_write_1h_tokens == 0
+    assert (usage + usage).cache_write_1h_tokens == 4000
+    with pytest.raises(ValueError, match="part of cache_write_tokens"):
+        Usage(cache_write_tokens=1, cache_write_1h_tokens=2)
+
+
 def test_usage_adds_up_per_model() -> None:
     a = Usage(input_tokens=10, output_tokens=1, calls=1)
     b = Usage(input_tokens=5, cache_write_tokens=100, calls=2)

@@ -18,6 +18,7 @@ from airwave_dagster.emulators.anthropic import (
     text_reply,
     tool_use_reply,
 )
+from airwave_dagster.emulators.anthropic.models import MODELS
 from tests.emulators.anthropic.conftest import MODEL, ClientFactory, user
 
 
@@ -67,6 +68,34 @@ def test_max_tokens_above_the_models_output_cap_is_400(
 
     assert isinstance(error, anthropic.BadRequestError)
     assert f"{cap + 1} > {cap}" in (error.api_message or "")
+    assert ok.content[0].type == "text"
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_a_prompt_longer_than_the_context_window_is_400(
+    client_for: ClientFactory, model: str
+) -> None:
+    """Source: models overview and context-windows guide (platform.claude.com/docs: 200K-token
+    windows; 1M only with the `context-1m-2025-08-07` beta); the refusal as the API sends it,
+    400 `invalid_request_error` "prompt is too long: N tokens > M maximum"
+    (anthropics/claude-code#12186). The prompt's tokens are the ones `count_tokens` reports."""
+    window = MODELS[model].context_window
+    assert window == 200_000
+    # The stub counts a quarter of a block's canonical JSON, so this text fills the window.
+    long_text = "x" * (window * 4)
+    with LLMStub([text_reply("ok")]) as stub:
+        client = client_for(stub, timeout=30)
+        counted = client.messages.count_tokens(model=model, messages=[user(long_text)])
+        error = _refused(client, model=model, max_tokens=8, messages=[user(long_text)])
+        fits = user("x" * ((window - 100) * 4))
+        ok = client.messages.create(model=model, max_tokens=8, messages=[fits])
+
+    assert counted.input_tokens > window
+    assert isinstance(error, anthropic.BadRequestError)
+    assert error.type == "invalid_request_error"
+    assert error.api_message == (
+        f"prompt is too long: {counted.input_tokens} tokens > {window} maximum"
+    )
     assert ok.content[0].type == "text"
 
 

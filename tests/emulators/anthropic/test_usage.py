@@ -8,6 +8,7 @@ from typing import Any
 import anthropic
 import pytest
 
+from airwave_dagster.domain.ai.usage import Usage
 from airwave_dagster.emulators.anthropic import LLMStub, PromptCache, text_reply, tool_use_reply
 from airwave_dagster.emulators.anthropic.usage import estimate_tokens, segments, total_tokens
 from tests.emulators.anthropic.conftest import MODEL, ClientFactory, user
@@ -285,3 +286,6 @@ def test_one_hour_entries_are_reported_as_one_hour_writes(
     assert usage.cache_creation is not None
     assert usage.cache_creation.ephemeral_1h_input_tokens == usage.cache_creation_input_tokens
     assert usage.cache_creation.ephemeral_5m_input_tokens == 0
+    # What the product charges to its ledger from this response: the 1-hour part kept apart.
+    charged = Usage.from_api(usage.model_dump())
+    assert charged.cache_write_1h_tokens == charged.cache_write_tokens > 0
