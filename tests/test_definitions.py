@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 import resources
 from airwave_dagster.definitions import defs
@@ -40,3 +41,44 @@ def test_import_linter_contracts_hold() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "The domain is pure KEPT" in result.stdout
+
+
+def test_attached_mode_keeps_maintenance_off_and_says_why() -> None:
+    """Airwave's server keeps every channel's schedule when attached (docs/attached.md)."""
+    from airwave_dagster.definitions import build_definitions, production_resources
+    from airwave_dagster.run_tags import ATTACHED_MAINTENANCE_OFF
+
+    standalone = build_definitions(production_resources(), attached=False)
+    attached = build_definitions(production_resources(), attached=True)
+    schedules = list(attached.schedules or [])
+    assert {s.name for s in schedules} >= {"backfill_schedule", "refresh_library_schedule"}
+    for schedule in schedules:
+        assert isinstance(schedule, dg.ScheduleDefinition)
+        assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED, schedule.name
+        assert ATTACHED_MAINTENANCE_OFF in (schedule.description or ""), schedule.name
+    assert all(
+        isinstance(s, dg.ScheduleDefinition)
+        and s.default_status == dg.DefaultScheduleStatus.RUNNING
+        for s in standalone.schedules or []
+    )
+    follow = attached.get_sensor_def("follow_library_sensor")
+    assert follow.default_status == dg.DefaultSensorStatus.STOPPED
+    upload = attached.get_sensor_def("lineup_upload_sensor")
+    assert upload.default_status == dg.DefaultSensorStatus.RUNNING, "imports stay this project's"
+
+
+@pytest.mark.postgres
+def test_a_maintenance_run_launched_by_hand_when_attached_refuses_with_the_reason(
+    database_url: str,
+) -> None:
+    from airwave_dagster.run_tags import ATTACHED_MAINTENANCE_OFF
+    from ops.maintenance import prune_schedules
+    from resources.database import DatabaseResource
+
+    result = prune_schedules.execute_in_process(
+        resources={"database": DatabaseResource(url=database_url, mode="attached")},
+        raise_on_error=False,
+    )
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert ATTACHED_MAINTENANCE_OFF in str(failure.step_failure_data.error)
