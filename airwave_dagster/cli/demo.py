@@ -22,6 +22,15 @@ demo stays a few minutes long on a small machine; `airwave lineup --confirm-wipe
 @click.command("demo")
 def demo_command() -> None:
     """Import the bundled example lineup: a dry-run, then for real."""
+    if Settings.load().attached:
+        # The demo writes sample channels and replaces the AI lineup it finds: never on an
+        # operator's Airwave.
+        console.fail(
+            "airwave demo does not run attached to an Airwave (AIRWAVE_MODE=attached): it would "
+            "write sample channels into it and replace its AI lineup. Run it with AIRWAVE_MODE "
+            "and AIRWAVE_DATABASE_URL unset, on the private database",
+            console.ExitCode.INPUT_REFUSED,
+        )
     env = console.prepare(plex=True)
     server = webserver.find(env.dagster_home)
     console.stdout.print(

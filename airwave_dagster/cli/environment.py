@@ -242,12 +242,23 @@ def ensure_schemas(database_url: str) -> None:
         conn.autocommit = True
         with conn.cursor() as cur:
             for schema in (DAGSTER_SCHEMA, APP_SCHEMA):
+                # Looked up first: CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege on the
+                # database even when the schema exists, and an operator may create both schemas
+                # for a role that has no such privilege (docs/attached.md).
+                cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+                if cur.fetchone() is not None:
+                    continue
                 try:
                     cur.execute(
                         sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
                     )
                 except psycopg2.errors.UniqueViolation:
                     pass  # concurrent CREATE SCHEMA IF NOT EXISTS can still race in the catalog
+                except psycopg2.errors.InsufficientPrivilege:
+                    raise SettingsError(
+                        f"{DATABASE_URL_ENV}: this role may not create schema {schema!r}; create "
+                        "it for the role, or grant it CREATE on the database (docs/attached.md)"
+                    ) from None
     finally:
         conn.close()
 

@@ -69,7 +69,10 @@ def upgrade(database_url: str, revision: str = "heads", *, attached: bool = Fals
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:id)"), {"id": _MIGRATION_LOCK_ID})
             if attached:
                 require_airwave_schema(conn)
-            conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{SCHEMA}"'))
+            if conn.execute(sa.text("SELECT to_regnamespace(:s)"), {"s": SCHEMA}).scalar() is None:
+                # Only when missing: the statement needs CREATE on the database even when the
+                # schema exists, which an attached deployment's role may not have.
+                conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{SCHEMA}"'))
             _adopt_legacy_version_table(conn)
             config = alembic_config(database_url, attached=attached)
             config.attributes["connection"] = conn
