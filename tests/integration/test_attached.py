@@ -203,7 +203,8 @@ def test_dry_run_then_import_write_airwaves_rows_with_the_operators_configuratio
 def test_ai_lineup_replaces_exactly_what_airwaves_own_wipe_would(attached: dict[str, Any]) -> None:
     database: AirwaveDatabase = attached["database"]
     operator: Operator = attached["operator"]
-    # Another source's AI lineup and a hand-made channel: Airwave's wipe is global (§5.2).
+    # Another source's AI lineup and a hand-made channel: Airwave's wipe is global
+    # (docs/reference/airwave-database.md §5.2).
     _admin_sql(
         database,
         'INSERT INTO media_source (id, name, "baseUrl", token, "updatedAt") '
