@@ -291,6 +291,18 @@ def engine_runs_in_progress(conn: sa.Connection) -> list[str]:
     ).scalar_one()
     if not present:
         return []
+    readable = conn.execute(
+        sa.text(
+            "SELECT has_schema_privilege('workflow', 'USAGE') "
+            "AND has_table_privilege('workflow.workflow_runs', 'SELECT')"
+        )
+    ).scalar_one()
+    if not readable:
+        raise AttachedError(
+            "Airwave's workflow engine has a run table (workflow.workflow_runs) this role may not "
+            "read, so whether it is running an import or AI lineup cannot be checked: grant "
+            "USAGE on schema workflow and SELECT on that table (docs/attached.md)"
+        )
     rows = conn.execute(
         sa.text(
             "SELECT id, name, status FROM workflow.workflow_runs "

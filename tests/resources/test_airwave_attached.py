@@ -274,3 +274,27 @@ def test_libraries_the_operator_disabled_feed_nothing(seeded: AirwaveDatabase) -
         _admin(seeded, "DELETE FROM media_library WHERE key = '1'")
         apply_library_switches(client, stores.channels, source_id)
         assert client.resolve(None) == [], "a section without a row is not Airwave's yet"
+
+
+def test_an_unreadable_workflow_engine_table_is_refused_with_the_grant(
+    seeded: AirwaveDatabase,
+) -> None:
+    from resources.airwave_attached import engine_runs_in_progress
+
+    with _conn(seeded) as conn:
+        assert engine_runs_in_progress(conn) == []
+    _admin(seeded, "REVOKE SELECT ON workflow.workflow_runs FROM airwave_dagster_app")
+    try:
+        with _conn(seeded) as conn, pytest.raises(AttachedError, match="grant USAGE on schema"):
+            engine_runs_in_progress(conn)
+    finally:
+        _admin(seeded, "GRANT SELECT ON workflow.workflow_runs TO airwave_dagster_app")
+    _admin(
+        seeded,
+        "INSERT INTO workflow.workflow_runs (id, name, status) VALUES "
+        "('w1', 'workflow//aiLineupWorkflow', 'running'), "
+        "('w2', 'workflow//importLineupWorkflow', 'completed'), "
+        "('w3', 'workflow//somethingElse', 'running')",
+    )
+    with _conn(seeded) as conn:
+        assert engine_runs_in_progress(conn) == ["w1 (aiLineupWorkflow, running)"]
