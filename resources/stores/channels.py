@@ -506,31 +506,31 @@ class AirwaveStore:
         )
         return len(build.entries)
 
-    @staticmethod
     def media_item_ids(
-        conn: Connection, source_id: str, items: Sequence[MediaItem]
+        self, conn: Connection, source_id: str, items: Sequence[MediaItem]
     ) -> dict[str, str]:
         """Ids of the items' `media_item` rows by rating key, creating only the missing ones.
 
         Airwave's gap-fill (§5.4): existing rows keep their id and content, whoever wrote them,
         and every episode is linked to its show's row (`parentId`). Airwave links only to a
-        show row its metadata sync already stored; here a show without a row gets one, created
-        the same create-only way from what its episodes carry (`show_items`), so an episode's
-        guide has its series from the first build instead of from the next library sync.
+        show row its metadata sync already stored, and so does attached mode (the rows are its
+        metadata sync's). Standalone, the project is its own metadata sync: a show without a
+        row gets one, created the same create-only way from what its episodes carry
+        (`show_items`), so an episode's guide has its series from the first build.
         """
         if not items:
             return {}
         m = t.media_item.c
         shows = {item.show_rating_key for item in items if item.show_rating_key}
         parents: dict[str, str] = {}
-        missing_shows = [media_item_row(source_id, show) for show in show_items(items)]
-        if missing_shows:
-            conn.execute(
-                pg_insert(t.media_item).on_conflict_do_nothing(
-                    index_elements=[m.media_source_id, m.rating_key]
-                ),
-                missing_shows,
-            )
+        if shows:
+            if not self.deployment.attached:
+                conn.execute(
+                    pg_insert(t.media_item).on_conflict_do_nothing(
+                        index_elements=[m.media_source_id, m.rating_key]
+                    ),
+                    [media_item_row(source_id, show) for show in show_items(items)],
+                )
             parents = dict(
                 conn.execute(
                     sa.select(m.rating_key, m.id).where(

@@ -298,3 +298,43 @@ def test_an_unreadable_workflow_engine_table_is_refused_with_the_grant(
     )
     with _conn(seeded) as conn:
         assert engine_runs_in_progress(conn) == ["w1 (aiLineupWorkflow, running)"]
+
+
+def test_schedule_gap_fill_links_only_shows_airwaves_sync_stored(seeded: AirwaveDatabase) -> None:
+    """Attached, `media_item` is Airwave's metadata sync's: a build adds the pool's missing rows
+    create-only and links an episode to its show only when that show's row exists (§5.4)."""
+    from airwave_dagster.domain.library import MediaItem
+    from resources.airwave_attached import Deployment
+    from resources.stores import open_stores
+
+    stores = open_stores(seeded.app_url, deployment=Deployment(mode="attached"))
+    source_id = stores.channels.attached_source()
+    _admin(
+        seeded,
+        'INSERT INTO media_item (id, "mediaSourceId", "ratingKey", type, title, guide, '
+        "\"updatedAt\") VALUES ('csynced', %s, '500', 'show', 'Synced', '{}', now())",
+        source_id,
+    )
+    episodes = [
+        MediaItem(
+            rating_key=key,
+            type="episode",
+            title=f"Episode {key}",
+            duration_ms=1_200_000,
+            show_title=show_title,
+            show_rating_key=show_key,
+        )
+        for key, show_key, show_title in (("501", "500", "Synced"), ("601", "600", "Unsynced"))
+    ]
+    with stores.channels.engine.begin() as conn:
+        ids = stores.channels.media_item_ids(conn, source_id, episodes)
+        rows = {
+            row.ratingKey: row
+            for row in conn.execute(
+                sa.text('SELECT id, "ratingKey", type, "parentId" FROM media_item')
+            )
+        }
+    assert set(ids) == {"501", "601"}
+    assert rows["501"].parentId == "csynced" and rows["601"].parentId is None
+    assert "600" not in rows, "no show row is made up: Airwave's sync owns them"
+    _admin(seeded, "DELETE FROM media_item")
