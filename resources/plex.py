@@ -139,9 +139,10 @@ class PlexClient:
     def use_library_switches(self, switches: Mapping[str, bool], *, unknown_enabled: bool) -> None:
         """Draw pools, tag values and vocabulary only from libraries the media source enables.
 
-        Airwave feeds pools from its `media_library` rows with `enabled` set (§3.7); an admin
-        turns a library off there. `libraries()` still lists every section (the library scan
-        and the importer's remap see them all).
+        Airwave feeds pools from its `media_library` rows with `enabled` set
+        (docs/reference/airwave-database.md §3.7); an admin turns a library off there.
+        `libraries()` still lists every section (the library scan and the importer's remap see
+        them all).
 
         Args:
             switches: `enabled` by section key (the source's `media_library` rows).

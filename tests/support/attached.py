@@ -30,7 +30,8 @@ APP = "airwave_dagster_app"
 APP_PASSWORD = "attached-app-password"
 AUTH_SECRET = "attached-test-better-auth-secret"
 
-# Tables outside the eleven the project writes, in the catalog's notation (§3.12-§3.14).
+# Tables outside the eleven the project writes, in the catalog's notation
+# (docs/reference/airwave-database.md §3.12 to §3.14).
 _EXTRA_DDL = (
     """CREATE TABLE ai_connection (
         id TEXT NOT NULL, name TEXT NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
