@@ -2,11 +2,13 @@
 
 Marked `container`: not part of `make test`; `make test-container` runs it. Airwave's own image
 is not reachable here, so `tests/container/airwave-compose.yaml` stands in for Airwave's
-docker-compose.yml (its service names and variables, the test Postgres image) and the override
-is layered on it exactly as an operator layers it on Airwave's, plus compose.attached.host.yaml
-because every container here must use host networking on 127.0.0.1. Airwave's database is built
-and seeded by `tests/support/attached.py` as a foreign owner would leave it; the Dagster services
-connect as the app role, with the grants docs/attached.md asks for.
+docker-compose.yml (its service names and variables, the test Postgres image). The override is
+laid on it as an operator lays it on Airwave's: compose.attached.yaml is merged and its
+configuration checked, and its host-networking twin compose.attached.host.yaml is started,
+because every container here must use host networking on 127.0.0.1 (tests/test_compose_files.py
+keeps the two files identical but for the network). Airwave's database is built and seeded by
+`tests/support/attached.py` as a foreign owner would leave it; the Dagster services connect as
+the app role, with the grants docs/attached.md asks for.
 """
 
 from __future__ import annotations
@@ -95,13 +97,13 @@ def stack(images: dict[str, float], plex: str, tmp_path: Path) -> Iterator[dict[
         "AIRWAVE_UI_PORT": str(free_port()),
         "AIRWAVE_CODE_SERVER_PORT": str(free_port()),
     }
-    files = [
-        HERE / "airwave-compose.yaml",
-        ROOT / "compose.attached.yaml",
-        ROOT / "compose.attached.host.yaml",
-    ]
-    compose = [*compose_command(), "-p", project, *(a for f in files for a in ("-f", str(f)))]
-    config = yaml.safe_load(run(*compose, "config", env=env))
+    standin = [*compose_command(), "-p", project, "-f", str(HERE / "airwave-compose.yaml")]
+    bridged = [*standin, "-f", str(ROOT / "compose.attached.yaml")]
+    compose = [*standin, "-f", str(ROOT / "compose.attached.host.yaml")]
+    config = {
+        "bridge": yaml.safe_load(run(*bridged, "config", env=env)),
+        "host": yaml.safe_load(run(*compose, "config", env=env)),
+    }
     superuser_url = (
         f"postgresql://{SUPERUSER}:{env['POSTGRES_PASSWORD']}@127.0.0.1:{db_port}/{DATABASE}"
     )
@@ -144,12 +146,18 @@ def stack(images: dict[str, float], plex: str, tmp_path: Path) -> Iterator[dict[
 # and the stack's first start on a shared machine.
 @pytest.mark.timeout(3600)
 def test_attached_override_imports_into_airwaves_tables(stack: dict[str, Any]) -> None:
-    env, config = stack["env"], stack["config"]
-    services = config["services"]
-    assert services["server"]["environment"]["WORKFLOW_ENABLED"] in ("", None)
-    for name in SERVICES:
-        assert services[name]["environment"]["AIRWAVE_MODE"] == "attached"
-        assert services[name]["network_mode"] == "host"
+    env = stack["env"]
+    bridge, host = stack["config"]["bridge"]["services"], stack["config"]["host"]["services"]
+    for services in (bridge, host):
+        # The stand-in's server reads WORKFLOW_ENABLED=1 from the environment, as Airwave's does.
+        assert services["server"]["environment"]["WORKFLOW_ENABLED"] in ("", None)
+        for name in SERVICES:
+            assert services[name]["environment"]["AIRWAVE_MODE"] == "attached"
+    assert (
+        "@postgres:5432/channelguide"
+        in bridge["code-server"]["environment"]["AIRWAVE_DATABASE_URL"]
+    )
+    assert {host[name]["network_mode"] for name in SERVICES} == {"host"}
 
     dev = Dev(
         port=int(env["AIRWAVE_UI_PORT"]),
