@@ -189,7 +189,9 @@ def test_attached_override_imports_into_airwaves_tables(stack: dict[str, Any]) -
     assert final == "SUCCESS"
 
     database, operator = stack["database"], stack["operator"]
-    engine = sa.create_engine(database.admin_url, poolclass=sa.pool.NullPool)
+    # The fixture's URLs are libpq's; SQLAlchemy 2 would pick psycopg 3 for them.
+    url = database.admin_url.replace("postgresql://", "postgresql+psycopg2://", 1)
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
             rows = conn.execute(
