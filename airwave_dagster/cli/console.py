@@ -27,7 +27,7 @@ class ExitCode(IntEnum):
 
     OK = 0
     RUN_FAILED = 1
-    USAGE = 2  # click's own code for a bad option or argument
+    USAGE = 2  # click's own code for a bad option or argument; also an ambiguous run-id prefix
     INPUT_REFUSED = 3  # a lineup file, setting or value that was read and refused
     CONFLICT = 4  # the run or the database is in a state that forbids the request
     NOT_FOUND = 5  # no such run
@@ -90,6 +90,42 @@ def fail(message: str, code: int = ExitCode.RUN_FAILED) -> NoReturn:
     """Print `error: <message>` on stderr and exit with `code`."""
     error(message)
     sys.exit(code)
+
+
+DEFAULT_UI = "http://127.0.0.1:3000"
+"""Where `airwave dev` serves the UI unless told otherwise (`--port`)."""
+
+
+def run_id(text: str) -> str:
+    """The run `text` names: a whole id, or a prefix only one run's id starts with.
+
+    Call after `prepare`, which exports Dagster's storage. A prefix that matches nothing comes
+    back as typed, for the command to say "no run" in its own words; an ambiguous one ends the
+    command here with the candidates and exit 2 (usage: the argument does not name one run).
+    """
+    from airwave_dagster.cli import run_ids
+
+    try:
+        return run_ids.resolve(text)
+    except run_ids.AmbiguousRunId as problem:
+        fail(str(problem), ExitCode.USAGE)
+
+
+def run_page(run_id: str, target: object | None = None) -> str:
+    """The run's page in the Dagster UI: on the webserver `target` submits to, else `make dev`'s."""
+    from airwave_dagster.cli.webserver import Webserver, WebserverTarget
+
+    base = DEFAULT_UI
+    if isinstance(target, WebserverTarget):
+        base = target.server.url
+    elif isinstance(target, Webserver):
+        base = target.url
+    return f"{base}/runs/{run_id}"
+
+
+def show_run_page(run_id: str, target: object | None = None) -> None:
+    """Say on stderr where the UI shows a run this command started (stdout stays the report's)."""
+    stderr.print(f"run {run_id} in the Dagster UI: {run_page(run_id, target)}", highlight=False)
 
 
 def prepare(*, plex: bool = False, migrate: bool = True) -> environment.Environment:
