@@ -15,7 +15,7 @@ from rich.table import Table
 
 from airwave_dagster.cli import environment
 from airwave_dagster.cli.outages import patiently
-from airwave_dagster.settings import SettingsError
+from airwave_dagster.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
     from airwave_dagster.cli import launcher, starts
@@ -131,8 +131,11 @@ def show_run_page(run_id: str, target: object | None = None) -> None:
 def prepare(*, plex: bool = False, migrate: bool = True) -> environment.Environment:
     """Resolve and export the runtime environment; with `plex`, also the Plex server.
 
-    A setting that cannot be used ends the command with its variable's name, not a traceback.
+    A setting that cannot be used ends the command with its variable's name, not a traceback;
+    with `plex`, a configured server is checked first (`check_plex`), before the database.
     """
+    if plex:
+        check_plex()
     try:
         env = environment.prepare(migrate=migrate)
         if plex:
@@ -156,8 +159,27 @@ def prepare_to_start() -> Webserver | None:
         server = webserver.find(environment.dagster_home())
     except SettingsError as problem:
         fail(str(problem), ExitCode.INPUT_REFUSED)
+    if server is not None:
+        check_plex()
     prepare(plex=server is None, migrate=server is None)
     return server
+
+
+def check_plex() -> None:
+    """Refuse a configured Plex that is unreachable or refuses the token: exit 3, under 1 s.
+
+    Runs before anything is started or launched (`plex_check`). The bundled emulator needs no
+    check: the bootstrap starts it and waits until it answers.
+    """
+    from airwave_dagster.cli import plex_check
+
+    settings = Settings.load()
+    if not settings.plex_url:
+        return
+    token = settings.plex_token.get_secret_value() if settings.plex_token else None
+    refusal = plex_check.problem(settings.plex_url, token)
+    if refusal is not None:
+        fail(refusal, ExitCode.INPUT_REFUSED)
 
 
 @contextmanager
