@@ -169,12 +169,13 @@ def check_plex() -> None:
     """Refuse a configured Plex that is unreachable or refuses the token: exit 3, under 1 s.
 
     Runs before anything is started or launched (`plex_check`). The bundled emulator needs no
-    check: the bootstrap starts it and waits until it answers.
+    check: the bootstrap starts it and waits until it answers. Attached, the token may come from
+    Airwave's media source rather than `PLEX_TOKEN`, which only the bootstrap resolves.
     """
     from airwave_dagster.cli import plex_check
 
     settings = Settings.load()
-    if not settings.plex_url:
+    if not settings.plex_url or settings.attached:
         return
     token = settings.plex_token.get_secret_value() if settings.plex_token else None
     refusal = plex_check.problem(settings.plex_url, token)

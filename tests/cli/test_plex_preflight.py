@@ -54,9 +54,11 @@ def _airwave(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProce
     return done, time.perf_counter() - started
 
 
-def _plex_env(tmp_path: Path, database_url: str, url: str, token: str | None) -> dict[str, str]:
+def _plex_env(tmp_path: Path, dagster_url: str, url: str, token: str | None) -> dict[str, str]:
+    # The test database (exported by its fixture) with the CLI tests' own Dagster storage
+    # (tests/cli/conftest.py), should a command get as far as looking for a daemon there.
     env = user_env(
-        tmp_path, **{settings.DATABASE_URL_ENV: database_url, settings.PLEX_URL_ENV: url}
+        tmp_path, **{settings.DAGSTER_PG_URL_ENV: dagster_url, settings.PLEX_URL_ENV: url}
     )
     env.pop(settings.PLEX_TOKEN_ENV, None)
     env.pop(settings.API_KEY_ENV, None)
