@@ -293,9 +293,10 @@ def test_cost_classes_stay_within_the_goals(costs: dict[str, dict[str, Any]], na
 
     assert measured["outcome"] == EXPECTED_OUTCOME[name]
     # A guard against blow-ups (a quadratic step takes minutes here), not a timing: the largest
-    # valid file costs about 2 CPU seconds on this machine, more while other processes share its
-    # two cores. `bench.hostile_lineups` reports the real figures.
-    assert measured["seconds"] <= 4.0, measured
+    # valid file costs about 2 CPU seconds on this machine, and twice that while the rest of the
+    # suite shares its two cores (4.1 s measured then). `bench.hostile_lineups` reports the real
+    # figures.
+    assert measured["seconds"] <= 10.0, measured
     assert measured["peak_mb"] <= 300, measured
     assert measured["message_bytes"] <= 20_000, measured
 

@@ -37,7 +37,6 @@ from tests.support.attached import (
 from tests.support.dagster_dev import STALE_SECONDS
 from tests.support.homes import query, user_env
 from tests.support.standalone import (
-    CHANNELS,
     airwave,
     assert_exactly_once,
     claims_held,
@@ -248,27 +247,14 @@ def test_ai_lineup_replaces_exactly_what_airwaves_own_wipe_would(attached: dict[
     _untouched(attached)
 
 
-def test_an_attached_import_killed_whole_is_resumed_exactly_once(
+def test_an_attached_import_killed_whole_is_canceled_then_resumed_exactly_once(
     attached_slow: dict[str, Any],
 ) -> None:
-    attached = attached_slow
-    run_id, _, done, in_flight = kill_import_mid_fan_out(attached)
-
-    resumed = airwave(attached["env"], "runs", "resume", run_id, "--wait", "--json")
-
-    assert resumed.returncode == 0, resumed.stderr
-    outcome = json.loads(resumed.stdout)
-    assert outcome["status"] == "SUCCESS"
-    assert_exactly_once(
-        attached["database"].admin_url, [run_id, outcome["run_id"]], done, in_flight
-    )
-    _untouched(attached)
-
-
-def test_cancel_of_an_attached_run_releases_its_claims(attached_slow: dict[str, Any]) -> None:
+    """kill -9 of the whole CLI mid fan-out; `runs cancel` ends the run and gives its numbers
+    back; `runs resume` then finishes it, every channel built once (one kill serves both)."""
     attached = attached_slow
     database: AirwaveDatabase = attached["database"]
-    run_id, _, _, _ = kill_import_mid_fan_out(attached)
+    run_id, _, done, in_flight = kill_import_mid_fan_out(attached)
 
     canceled = airwave(attached["env"], "runs", "cancel", run_id, "--json")
 
@@ -278,7 +264,13 @@ def test_cancel_of_an_attached_run_releases_its_claims(attached_slow: dict[str, 
     assert claims_held(database.admin_url, run_id) == 0
     # No reservation is left for Airwave's viewers or jobs to trip over.
     assert not _rows(database, "SELECT id FROM channel WHERE NOT enabled")
-    assert len(_rows(database, "SELECT id FROM channel")) < CHANNELS + 1
+
+    resumed = airwave(attached["env"], "runs", "resume", run_id, "--wait", "--json")
+
+    assert resumed.returncode == 0, resumed.stderr
+    outcome = json.loads(resumed.stdout)
+    assert outcome["status"] == "SUCCESS"
+    assert_exactly_once(database.admin_url, [run_id, outcome["run_id"]], done, in_flight)
     _untouched(attached)
 
 

@@ -83,8 +83,9 @@ def test_cancel_of_a_run_whose_processes_are_gone_answers_in_seconds(
     assert canceled.returncode == 0, canceled.stderr
     outcome = json.loads(canceled.stdout)
     assert outcome["status"] == "CANCELED"
-    # The CLI's own start-up is most of it; waiting for a vanished worker took about 60 s.
-    assert elapsed < 20, f"cancel took {elapsed:.1f} s"
+    # The CLI's own start-up is most of it (8-27 s measured, the longer with the rest of the
+    # suite sharing two cores); waiting for the vanished worker, the bug, took 60 s and more.
+    assert elapsed < 45, f"cancel took {elapsed:.1f} s"
     assert outcome["claims_released"] == held
     assert claims_held(clean_db, run_id) == 0
     resumed = airwave(alone["env"], "runs", "resume", run_id, "--wait", "--json")
