@@ -911,9 +911,11 @@ def evaluate(
     """Decide locally whether a resolved item matches a filter tree (§2.9).
 
     Unlike the reference, an OR group with no children matches nothing (as Plex resolves it) and
-    an AND group with none matches everything. Fields the local evaluator does not support, fields
-    that do not exist on the item's library type, operators not allowed for the field and values
-    that cannot be read all yield False: the evaluator never claims an item it cannot judge.
+    an AND group with none matches everything, and a resolution matches by Plex's key or title
+    ('1080' or '1080p', '4k' or '4K'; the reference compares the title with the key). Fields the
+    local evaluator does not support, fields that do not exist on the item's library type,
+    operators not allowed for the field and values that cannot be read all yield False: the
+    evaluator never claims an item it cannot judge.
 
     Args:
         node: The filter tree; None matches every item.
@@ -947,6 +949,8 @@ def _evaluate_condition(
         return False
     if spec.kind == "text":
         return _text_test(condition, _LOCAL_TEXT[spec.name](item))
+    if spec.name == "resolution":
+        return _resolution_test(condition, item.resolution)
     if spec.kind == "tag":
         return _tag_test(condition, _LOCAL_TAGS[spec.name](item))
     if spec.kind == "int":
@@ -968,6 +972,19 @@ def _text_test(condition: Condition, texts: tuple[str | None, ...]) -> bool:
 def _tag_test(condition: Condition, tags: tuple[str | None, ...]) -> bool:
     wanted = condition.value.lower()
     found = any(tag.lower() == wanted for tag in tags if tag is not None)
+    return not found if condition.op == "isNot" else found
+
+
+def _resolution_key(text: str) -> str:
+    """A resolution as Plex keys it: its title '1080p' is the key '1080', '4K' is '4k'."""
+    folded = text.strip().lower()
+    return folded[:-1] if folded.endswith("p") and folded[:-1].isdigit() else folded
+
+
+def _resolution_test(condition: Condition, actual: str | None) -> bool:
+    # Items carry the key; lineup files (and Airwave's editor) write the title. Plex matches a
+    # value to the choice by either, so both spellings of one resolution are the same value.
+    found = actual is not None and _resolution_key(actual) == _resolution_key(condition.value)
     return not found if condition.op == "isNot" else found
 
 
@@ -1004,7 +1021,6 @@ _LOCAL_TAGS: dict[str, Callable[[MediaItem], tuple[str | None, ...]]] = {
     "actor": lambda item: item.cast,
     "studio": lambda item: (item.studio,),
     "contentRating": lambda item: (item.content_rating,),
-    "resolution": lambda item: (item.resolution,),
 }
 _LOCAL_NUMBERS: dict[str, Callable[[MediaItem], float | None]] = {
     "year": lambda item: item.year,

@@ -184,3 +184,23 @@ def test_evaluation_follows_a_server_missing_an_optional_field(field) -> None:
 
 def test_every_local_field_is_covered() -> None:
     assert {field for field, _ in CASES} == {n for n, s in FIELDS.items() if s.local}
+
+
+@pytest.mark.parametrize("op", ["is", "isNot"])
+@pytest.mark.parametrize("title", ["4K", "1080p", "720p", "SD"])
+def test_resolution_titles_evaluate_as_plex_filters_them(
+    client, snapshot, offered, title, op
+) -> None:
+    """A resolution written as Plex titles it ('1080p', the lineup files' spelling) is the key.
+
+    Plex lists resolutions as key/title pairs (`1080`/`1080p`, `4k`/`4K`, `sd`/`SD`) and items
+    carry the key; a condition matches the choice by either, so the in-memory evaluator must too.
+    """
+    plex_filter: dict[str, Any] = envelope(condition("resolution", op, title))
+    node = FilterEnvelope.model_validate(plex_filter).filter
+
+    in_memory = [item.rating_key for item in snapshot if evaluate(node, item, offered)]
+    from_plex = [item.rating_key for item in client.resolve(plex_filter)]
+
+    assert sorted(in_memory) == sorted(from_plex)
+    assert 0 < len(from_plex) < len(snapshot)
