@@ -43,4 +43,6 @@ EXPOSE 3000 4266
 HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=3 \
     CMD ["python3", "-m", "airwave_dagster.cli.healthcheck"]
 ENTRYPOINT ["airwave"]
-CMD ["serve", "--host", "0.0.0.0", "--allow-remote"]
+# Loopback only, as everywhere else: the UI has no authentication. Opening it is an explicit
+# command (docs/deploy.md, "The image on its own"): serve --host 0.0.0.0 --allow-remote.
+CMD ["serve"]

@@ -48,7 +48,12 @@ def production_resources(settings: Settings | None = None) -> dict[str, object]:
     )
     return {
         "database": database,
-        "plex": PlexResource(base_url=dg.EnvVar(PLEX_URL_ENV), token=dg.EnvVar(PLEX_TOKEN_ENV)),
+        # PLEX_TOKEN may be unset (a server that allows access without one): an unset EnvVar
+        # would fail every run at its start, so the runs then send no token instead.
+        "plex": PlexResource(
+            base_url=dg.EnvVar(PLEX_URL_ENV),
+            token=dg.EnvVar(PLEX_TOKEN_ENV) if settings.plex_token is not None else "",
+        ),
         "uploads": UploadInboxResource(path=str(settings.resolved_inbox())),
         "io_manager": PostgresJsonIOManager(database=database),
         # The key is looked up (ANTHROPIC_API_KEY) only when the anthropic provider runs.

@@ -121,7 +121,7 @@ class PlexClient:
 
     Args:
         base_url: Base URL of the Plex Media Server.
-        token: The `X-Plex-Token`; never written to messages or logs.
+        token: The `X-Plex-Token`; never written to messages or logs. Empty: none is sent.
         timeout: Seconds to wait for each HTTP response.
     """
 
@@ -616,7 +616,11 @@ class PlexResource(dg.ConfigurableResource):
     """
 
     base_url: str = Field(description="Base URL of the Plex Media Server, e.g. http://host:32400.")
-    token: str = Field(description="X-Plex-Token for the server; a secret, set from PLEX_TOKEN.")
+    token: str = Field(
+        default="",
+        description="X-Plex-Token for the server; a secret, set from PLEX_TOKEN. Empty: no token "
+        "is sent (a server that allows access without one, e.g. from its local network).",
+    )
     timeout_seconds: float = Field(default=30.0, description="Seconds to wait for each response.")
 
     _client: PlexClient | None = PrivateAttr(default=None)

@@ -163,6 +163,7 @@ def run_lineup(
         console.error(str(error))
         return console.ExitCode.CONFLICT
     run = started.run
+    console.show_run_page(run.run_id, target)
     if not started.created:
         console.stderr.print(
             f"run {run.run_id} already exists for this key ({run.status})", highlight=False

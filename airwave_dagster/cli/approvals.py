@@ -199,6 +199,7 @@ def answer(
         console.stdout.print(
             f"{row.describe()}; continuing as run {continuation.run_id}", highlight=False
         )
+        console.show_run_page(continuation.run_id, target)
         if not wait:
             if as_json:
                 sys.stdout.write(
@@ -226,6 +227,7 @@ def answer(
 def approve_command(run_id: str, wait: bool, as_json: bool) -> None:
     """Approve the lineup a run stopped at, and continue its run tree (exit 4: already answered)."""
     server = console.prepare_to_start()  # the continuation may be launched from here
+    run_id = console.run_id(run_id)
     sys.exit(answer(run_id, "approve", reason=None, wait=wait, as_json=as_json, server=server))
 
 
@@ -236,6 +238,7 @@ def approve_command(run_id: str, wait: bool, as_json: bool) -> None:
 def reject_command(run_id: str, reason: str, as_json: bool) -> None:
     """Reject the lineup a run stopped at: the run tree ends, nothing is written (exit 4: lost)."""
     console.prepare()
+    run_id = console.run_id(run_id)
     sys.exit(answer(run_id, "reject", reason=reason, wait=False, as_json=as_json))
 
 
@@ -250,6 +253,7 @@ def approvals_group() -> None:
 def approvals_show(run_id: str, as_json: bool) -> None:
     """The diff and cost a run stopped at; exit 0 while open, 4 once answered, 2 if none."""
     console.prepare()
+    run_id = console.run_id(run_id)
     interrupt = find_interrupt(console.instance(), run_id)
     if interrupt is None:
         console.error(f"run {run_id} has no approval")

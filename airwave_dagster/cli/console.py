@@ -15,7 +15,7 @@ from rich.table import Table
 
 from airwave_dagster.cli import environment
 from airwave_dagster.cli.outages import patiently
-from airwave_dagster.settings import SettingsError
+from airwave_dagster.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
     from airwave_dagster.cli import launcher, starts
@@ -27,7 +27,7 @@ class ExitCode(IntEnum):
 
     OK = 0
     RUN_FAILED = 1
-    USAGE = 2  # click's own code for a bad option or argument
+    USAGE = 2  # click's own code for a bad option or argument; also an ambiguous run-id prefix
     INPUT_REFUSED = 3  # a lineup file, setting or value that was read and refused
     CONFLICT = 4  # the run or the database is in a state that forbids the request
     NOT_FOUND = 5  # no such run
@@ -92,11 +92,50 @@ def fail(message: str, code: int = ExitCode.RUN_FAILED) -> NoReturn:
     sys.exit(code)
 
 
+DEFAULT_UI = "http://127.0.0.1:3000"
+"""Where `airwave dev` serves the UI unless told otherwise (`--port`)."""
+
+
+def run_id(text: str) -> str:
+    """The run `text` names: a whole id, or a prefix only one run's id starts with.
+
+    Call after `prepare`, which exports Dagster's storage. A prefix that matches nothing comes
+    back as typed, for the command to say "no run" in its own words; an ambiguous one ends the
+    command here with the candidates and exit 2 (usage: the argument does not name one run).
+    """
+    from airwave_dagster.cli import run_ids
+
+    try:
+        return run_ids.resolve(text)
+    except run_ids.AmbiguousRunId as problem:
+        fail(str(problem), ExitCode.USAGE)
+
+
+def run_page(run_id: str, target: object | None = None) -> str:
+    """The run's page in the Dagster UI: on the webserver `target` submits to, else `make dev`'s."""
+    from airwave_dagster.cli.webserver import Webserver, WebserverTarget
+
+    base = DEFAULT_UI
+    if isinstance(target, WebserverTarget):
+        base = target.server.url
+    elif isinstance(target, Webserver):
+        base = target.url
+    return f"{base}/runs/{run_id}"
+
+
+def show_run_page(run_id: str, target: object | None = None) -> None:
+    """Say on stderr where the UI shows a run this command started (stdout stays the report's)."""
+    stderr.print(f"run {run_id} in the Dagster UI: {run_page(run_id, target)}", highlight=False)
+
+
 def prepare(*, plex: bool = False, migrate: bool = True) -> environment.Environment:
     """Resolve and export the runtime environment; with `plex`, also the Plex server.
 
-    A setting that cannot be used ends the command with its variable's name, not a traceback.
+    A setting that cannot be used ends the command with its variable's name, not a traceback;
+    with `plex`, a configured server is checked first (`check_plex`), before the database.
     """
+    if plex:
+        check_plex()
     try:
         env = environment.prepare(migrate=migrate)
         if plex:
@@ -120,8 +159,28 @@ def prepare_to_start() -> Webserver | None:
         server = webserver.find(environment.dagster_home())
     except SettingsError as problem:
         fail(str(problem), ExitCode.INPUT_REFUSED)
+    if server is not None:
+        check_plex()
     prepare(plex=server is None, migrate=server is None)
     return server
+
+
+def check_plex() -> None:
+    """Refuse a configured Plex that is unreachable or refuses the token: exit 3, under 1 s.
+
+    Runs before anything is started or launched (`plex_check`). The bundled emulator needs no
+    check: the bootstrap starts it and waits until it answers. Attached, the token may come from
+    Airwave's media source rather than `PLEX_TOKEN`, which only the bootstrap resolves.
+    """
+    from airwave_dagster.cli import plex_check
+
+    settings = Settings.load()
+    if not settings.plex_url or settings.attached:
+        return
+    token = settings.plex_token.get_secret_value() if settings.plex_token else None
+    refusal = plex_check.problem(settings.plex_url, token)
+    if refusal is not None:
+        fail(refusal, ExitCode.INPUT_REFUSED)
 
 
 @contextmanager

@@ -435,6 +435,8 @@ def _free_port() -> int:
 def ensure_plex(home: Path | None = None, settings: Settings | None = None) -> tuple[str, str]:
     """`PLEX_URL`/`PLEX_TOKEN` if configured, else the bundled Plex emulator (started once).
 
+    `PLEX_TOKEN` is optional with `PLEX_URL`: a server may allow access without one (its "List
+    of IP addresses and networks that are allowed without auth"); the token is then "".
     The emulator runs detached with the demo library and is reused by later commands; its
     address, pid and create time are remembered in `<home>/plex-emulator.json`. Both variables
     are exported for the Dagster processes started from here.
@@ -447,9 +449,7 @@ def ensure_plex(home: Path | None = None, settings: Settings | None = None) -> t
         os.environ[PLEX_TOKEN_ENV] = token
         return url, token
     if settings.plex_url:
-        if settings.plex_token is None or not settings.plex_token.get_secret_value():
-            raise RuntimeError(f"{PLEX_URL_ENV} is set but {PLEX_TOKEN_ENV} is not")
-        return settings.plex_url, settings.plex_token.get_secret_value()
+        return settings.plex_url, _secret(settings.plex_token) or ""
     home = home or airwave_home(settings)
     with services_lock(home):
         state = _read_state(home / EMULATOR_STATE)

@@ -130,6 +130,7 @@ def run_import(
     except starts.LaunchRefused as error:
         console.fail(str(error), console.ExitCode.CONFLICT)
     run = started.run
+    console.show_run_page(run.run_id, target)
     if not started.created:
         console.stderr.print(
             f"run {run.run_id} already imports this content ({run.status}); "

@@ -150,6 +150,7 @@ def runs_show(run_id: str, as_json: bool) -> None:
     from airwave_dagster.cli import launcher
 
     instance = _instance()
+    run_id = console.run_id(run_id)
     run = instance.get_run_by_id(run_id)
     if run is None:
         console.fail(f"no run {run_id}", console.ExitCode.NOT_FOUND)
@@ -238,6 +239,7 @@ def _start_from(
     Exit 5 when there is no such run, 4 when it cannot be resumed or re-executed now.
     """
     server = console.prepare_to_start()
+    run_id = console.run_id(run_id)
     with console.target_for(server) as target:
         try:
             run = how(target, run_id)
@@ -245,6 +247,7 @@ def _start_from(
             console.fail(str(error), console.ExitCode.NOT_FOUND)
         except starts.LaunchRefused as error:
             console.fail(str(error), console.ExitCode.CONFLICT)
+        console.show_run_page(run.run_id, target)
         _finish(run, wait=wait, as_json=as_json, verb=verb)
 
 
@@ -261,6 +264,7 @@ def runs_cancel(run_id: str, reason: str, as_json: bool) -> None:
     from airwave_dagster.cli.approvals import close_open_interrupt
 
     instance = _instance()
+    run_id = console.run_id(run_id)
     # Close an open approval first: once canceled, nobody can answer it and restart the run.
     closed = close_open_interrupt(instance, run_id, reason)
     if closed is not None and not as_json:

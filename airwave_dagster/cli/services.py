@@ -55,8 +55,21 @@ def db_stop() -> None:
     is_flag=True,
     help="Permissive: full tag lists in listings (real servers send only the first few).",
 )
+@click.option(
+    "--allow-without-token",
+    is_flag=True,
+    help="Also answer requests without a token, like a server that allows its local network "
+    "without auth (a wrong token is still refused).",
+)
 def plex_emulator_command(
-    port: int, items: int, seed: int, latency_ms: float, token: str, host: str, full_listings: bool
+    port: int,
+    items: int,
+    seed: int,
+    latency_ms: float,
+    token: str,
+    host: str,
+    full_listings: bool,
+    allow_without_token: bool,
 ) -> None:
     """Serve a synthetic Plex library for the real plexapi client (foreground)."""
     from airwave_dagster.emulators.plex import run_emulator
@@ -69,6 +82,7 @@ def plex_emulator_command(
         token=token,
         host=host,
         truncate_tags=not full_listings,
+        allow_without_token=allow_without_token,
     )
 
 

@@ -26,6 +26,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="permissive: full tag lists in listings (real servers send only the first few)",
     )
+    parser.add_argument(
+        "--allow-without-token",
+        action="store_true",
+        help="also answer requests that carry no token, like a server that allows its local "
+        "network without auth (a wrong token is still refused)",
+    )
     arguments = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     run_emulator(
@@ -36,6 +42,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         token=arguments.token,
         host=arguments.host,
         truncate_tags=not arguments.full_listings,
+        allow_without_token=arguments.allow_without_token,
     )
 
 

@@ -37,6 +37,9 @@ class EmulatorOptions:
 
     Attributes:
         token: The only `X-Plex-Token` accepted; anything else gets 401.
+        allow_without_token: Also answer requests that carry no token at all, as a real server
+            does for clients in its "List of IP addresses and networks that are allowed without
+            auth". A wrong token is still refused.
         latency_ms: Delay added before every answer, to make round trips count.
         fail_rate: Share of requests (0..1) answered 500, drawn from an RNG seeded by the library
             seed so a run's failure pattern repeats.
@@ -46,6 +49,7 @@ class EmulatorOptions:
     """
 
     token: str = DEFAULT_TOKEN
+    allow_without_token: bool = False
     latency_ms: float = 0.0
     fail_rate: float = 0.0
     fail_all: bool = False
@@ -163,7 +167,7 @@ class _Handler(BaseHTTPRequestHandler):
         token = self.headers.get("X-Plex-Token")
         if token is None:
             token = next((t.value for t in decode_query(query) if t.name == "X-Plex-Token"), None)
-        if token != options.token:
+        if token != options.token and not (token is None and options.allow_without_token):
             return _text(401, "Unauthorized", "unauthorized")
         try:
             return self.emulator.app.handle(Request(path, query, dict(self.headers.items())))
@@ -227,7 +231,8 @@ class EmulatorHandle:
         return EmulatorOptions(**asdict(self._server.options))
 
     def configure(self, **changes: Any) -> None:
-        """Change switches: `latency_ms`, `fail_rate`, `fail_all`, `truncate_tags`, `token`."""
+        """Change switches: `latency_ms`, `fail_rate`, `fail_all`, `truncate_tags`, `token`,
+        `allow_without_token`."""
         for name, value in changes.items():
             if not hasattr(self._server.options, name):
                 raise TypeError(f"unknown emulator option {name!r}")
@@ -271,6 +276,7 @@ def start_emulator(
     fail_rate: float = 0,
     truncate_tags: bool = True,
     missing_fields: Iterable[str] = (),
+    allow_without_token: bool = False,
     library: EmulatedLibrary | None = None,
 ) -> EmulatorHandle:
     """Serve a synthetic library from a daemon thread and return at once.
@@ -288,13 +294,18 @@ def start_emulator(
         missing_fields: Filter fields this server lacks (from `vocabulary.OPTIONAL_FIELDS`):
             absent from its `<Meta>`, refused in searches, as an older server would.
         library: A library built earlier, to share one dataset between servers and tests.
+        allow_without_token: Also answer requests without a token (see `EmulatorOptions`).
 
     Returns:
         The handle of the running server.
     """
     served = library if library is not None else build_library(items, seed)
     options = EmulatorOptions(
-        token=token, latency_ms=latency_ms, fail_rate=fail_rate, truncate_tags=truncate_tags
+        token=token,
+        allow_without_token=allow_without_token,
+        latency_ms=latency_ms,
+        fail_rate=fail_rate,
+        truncate_tags=truncate_tags,
     )
     missing = frozenset(missing_fields)
     unknown = missing - OPTIONAL_FIELDS
@@ -322,6 +333,7 @@ def run_emulator(
     host: str = "127.0.0.1",
     *,
     truncate_tags: bool = True,
+    allow_without_token: bool = False,
 ) -> None:
     """Serve in the foreground until SIGINT or SIGTERM.
 
@@ -333,6 +345,7 @@ def run_emulator(
         token: The accepted `X-Plex-Token`.
         host: Interface to bind.
         truncate_tags: Partial tag lists in listings, as real servers send (the default).
+        allow_without_token: Also answer requests without a token (see `EmulatorOptions`).
     """
     stop = threading.Event()
 
@@ -349,6 +362,7 @@ def run_emulator(
         token=token,
         latency_ms=latency_ms,
         truncate_tags=truncate_tags,
+        allow_without_token=allow_without_token,
     )
     logger.info(
         "Plex emulator serving %d items (seed %d) at %s with token %r (built in %.1fs)",
