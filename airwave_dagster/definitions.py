@@ -48,12 +48,9 @@ def production_resources(settings: Settings | None = None) -> dict[str, object]:
     )
     return {
         "database": database,
-        # PLEX_TOKEN may be unset (a server that allows access without one): an unset EnvVar
-        # would fail every run at its start, so the runs then send no token instead.
-        "plex": PlexResource(
-            base_url=dg.EnvVar(PLEX_URL_ENV),
-            token=dg.EnvVar(PLEX_TOKEN_ENV) if settings.plex_token is not None else "",
-        ),
+        # The token is read from PLEX_TOKEN when a step connects; unset, none is sent (a server
+        # that allows access without one). An EnvVar here would fail every run without it.
+        "plex": PlexResource(base_url=dg.EnvVar(PLEX_URL_ENV), token_env_var=PLEX_TOKEN_ENV),
         "uploads": UploadInboxResource(path=str(settings.resolved_inbox())),
         "io_manager": PostgresJsonIOManager(database=database),
         # The key is looked up (ANTHROPIC_API_KEY) only when the anthropic provider runs.

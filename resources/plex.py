@@ -611,15 +611,23 @@ class PlexResource(dg.ConfigurableResource):
     Every call goes through the `PlexClient` of `get_client()`, which caches the section list
     and filter choices.
 
+    The token is read from the environment variable `token_env_var` names when a step
+    connects, never from config: unset or empty, no token is sent (a server that allows access
+    without one, e.g. from its local network). Deciding at run time, not when the code location
+    loads, keeps a run from depending on what the loading process happened to have set.
+
     Examples:
-        plex = PlexResource(base_url=dg.EnvVar("PLEX_URL"), token=dg.EnvVar("PLEX_TOKEN"))
+        plex = PlexResource(base_url=dg.EnvVar("PLEX_URL"))  # token from PLEX_TOKEN
     """
 
     base_url: str = Field(description="Base URL of the Plex Media Server, e.g. http://host:32400.")
     token: str = Field(
         default="",
-        description="X-Plex-Token for the server; a secret, set from PLEX_TOKEN. Empty: no token "
-        "is sent (a server that allows access without one, e.g. from its local network).",
+        description="An explicit X-Plex-Token (tests); empty: read `token_env_var` instead.",
+    )
+    token_env_var: str = Field(
+        default=PLEX_TOKEN_ENV,
+        description="Environment variable holding the X-Plex-Token, read when a step connects.",
     )
     timeout_seconds: float = Field(default=30.0, description="Seconds to wait for each response.")
 
@@ -637,7 +645,8 @@ class PlexResource(dg.ConfigurableResource):
         library's sections and filter types again for each channel.
         """
         if self._client is None:
-            self._client = PlexClient(self.base_url, self.token, timeout=self.timeout_seconds)
+            token = self.token or dg.EnvVar(self.token_env_var).get_value() or ""
+            self._client = PlexClient(self.base_url, token, timeout=self.timeout_seconds)
         return self._client
 
 
