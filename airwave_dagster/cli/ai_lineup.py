@@ -175,7 +175,9 @@ def run_lineup(
 
     instance = console.instance()
     console.stderr.print(f"run {run.run_id} started; waiting for it to finish", highlight=False)
-    console.wait_showing_progress(instance, run.run_id, lineup_progress(instance, run.run_id))
+    console.wait_showing_progress(
+        instance, run.run_id, lineup_progress(instance, run.run_id), target
+    )
     # A run whose worker died is resumed by the daemon; follow it to the run that ended the tree.
     finished = launcher.follow(instance, run.run_id)
     status = finished.status.value

@@ -210,39 +210,51 @@ def instance() -> Any:
     return dg.DagsterInstance.get()
 
 
-def wait_showing_progress(instance: Any, run_id: str, progress: Progress) -> None:
+def wait_showing_progress(
+    instance: Any,
+    run_id: str,
+    progress: Progress,
+    target: starts.Target | None = None,
+) -> None:
     """Block until the run finishes, showing its progress on stderr.
 
     On a terminal this is a live `rich` display (built / failed / remaining, elapsed, ETA, the
-    current phase); piped, one plain line whenever the numbers change. Never on stdout, which
-    belongs to the report (and to `--json`).
+    current phase, or "queued" while the run waits in the queue); piped, one plain line whenever
+    the numbers change. Never on stdout, which belongs to the report (and to `--json`). A queued
+    run that nothing takes is launched through `target` (`Target.take_if_unserved`).
     """
     started = time.monotonic()
+    watch = _watch(instance, run_id, target)
     if stderr.is_terminal:
-        _live_progress(instance, run_id, progress, started)
+        _live_progress(watch, progress, started)
         return
-    last: Snapshot | None = None
-    watch = _watch(instance, run_id)
-    while not _finished(watch):
-        now = patiently(progress, waiting_for=f"run {run_id}")
+    last: tuple[bool, Snapshot] | None = None
+    while (queued := _queued_or_finished(watch)) is not None:
+        now = (queued, patiently(progress, waiting_for=f"run {run_id}"))
         if now != last:
-            stderr.print(f"  {now.line(time.monotonic() - started)}", highlight=False)
+            line = "queued" if queued else now[1].line(time.monotonic() - started)
+            stderr.print(f"  {line}", highlight=False)
             last = now
         time.sleep(0.5)
 
 
-def _watch(instance: Any, run_id: str) -> launcher.RunWatch:
+def _watch(instance: Any, run_id: str, target: starts.Target | None) -> launcher.RunWatch:
     from airwave_dagster.cli import launcher
 
-    return launcher.RunWatch(instance, run_id)
+    return launcher.RunWatch(
+        instance, run_id, target.take_if_unserved if target is not None else None
+    )
 
 
-def _finished(watch: launcher.RunWatch) -> bool:
+def _queued_or_finished(watch: launcher.RunWatch) -> bool | None:
+    """None once the run finished (or is gone); else whether it still waits in the queue."""
     current = watch.run()
-    return current is None or bool(current.is_finished)
+    if current is None or current.is_finished:
+        return None
+    return bool(current.status.value in ("QUEUED", "NOT_STARTED"))
 
 
-def _live_progress(instance: Any, run_id: str, progress: Progress, started: float) -> None:
+def _live_progress(watch: launcher.RunWatch, progress: Progress, started: float) -> None:
     from rich.progress import (
         BarColumn,
         Progress,
@@ -260,16 +272,17 @@ def _live_progress(instance: Any, run_id: str, progress: Progress, started: floa
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=stderr, transient=False) as display:
-        task = display.add_task("planning", total=None, counts="")
-        watch = _watch(instance, run_id)
-        while not _finished(watch):
-            now = patiently(progress, waiting_for=f"run {run_id}")
+        task = display.add_task("queued", total=None, counts="")
+        while (queued := _queued_or_finished(watch)) is not None:
+            now = patiently(progress, waiting_for=f"run {watch.run_id}")
             counts = f"built {now.built}, failed {now.failed}"
             if now.remaining is not None:
                 counts += f", remaining {now.remaining}"
             display.update(
                 task,
-                description=now.phase or ("building" if now.total is not None else "planning"),
+                description="queued"
+                if queued
+                else now.phase or ("building" if now.total is not None else "planning"),
                 completed=now.built + now.failed,
                 total=now.total,
                 counts=counts,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -136,6 +136,48 @@ def start_run(
 _HEALTH_CHECK_SECONDS = 10.0
 """How often a waiting command asks whether the run's worker is still alive (no daemon)."""
 
+UNSERVED_QUEUE_SECONDS = 20.0
+"""A run queued this long while the queue has room is not being taken: the run-queue daemon
+dequeues every 5 s, so four of its intervals without a dequeue mean it is gone (a daemon's
+heartbeat stays fresh for up to a minute after it stops)."""
+
+_QUEUE_CHECK_SECONDS = 2.0
+"""How often a waiting command asks whether its queued run is being taken."""
+
+
+def unserved_queue(instance: dg.DagsterInstance, run_id: str) -> str | None:
+    """Why the queued run `run_id` will not be taken by any daemon, or None if it may be.
+
+    A queue is unserved when no run-queue daemon has a fresh heartbeat, or when the run has
+    waited `UNSERVED_QUEUE_SECONDS` although fewer runs are in progress than the queue allows
+    (then nothing holds it back but a daemon that stopped: `airwave dev` ended with Ctrl-C leaves
+    a heartbeat that looks alive for a minute).
+    """
+    record = instance.get_run_record_by_id(run_id)
+    if record is None or record.dagster_run.status != dg.DagsterRunStatus.QUEUED:
+        return None
+    if not daemon_running(instance):
+        return "no run-queue daemon is running"
+    waited = time.time() - record.create_timestamp.timestamp()
+    if waited < UNSERVED_QUEUE_SECONDS:
+        return None
+    limit = instance.run_coordinator.get_run_queue_config().max_concurrent_runs  # type: ignore[attr-defined]
+    busy = instance.get_runs_count(
+        dg.RunsFilter(
+            statuses=[
+                dg.DagsterRunStatus.STARTING,
+                dg.DagsterRunStatus.STARTED,
+                dg.DagsterRunStatus.CANCELING,
+            ]
+        )
+    )
+    if limit >= 0 and busy >= limit:
+        return None  # a full queue: the run waits its turn
+    return (
+        f"it waited {waited:.0f} s in the queue with {busy} of {limit} runs in progress: the "
+        "run-queue daemon is not taking runs (was `airwave dev` stopped?)"
+    )
+
 
 class RunWatch:
     """A run as a command waiting for it reads it: through database outages, and never forever.
@@ -147,17 +189,37 @@ class RunWatch:
     otherwise leave the command waiting on a STARTED run for good.
     """
 
-    def __init__(self, instance: dg.DagsterInstance, run_id: str) -> None:
+    def __init__(
+        self,
+        instance: dg.DagsterInstance,
+        run_id: str,
+        take_if_unserved: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.instance = instance
         self.run_id = run_id
         self._checked_at = time.monotonic()
+        self._take = take_if_unserved
+        self._queue_checked_at = time.monotonic()
 
     def run(self) -> dg.DagsterRun | None:
-        """The run as stored now (None if there is no such run)."""
+        """The run as stored now (None if there is no such run).
+
+        A queued run that nothing takes is launched by this command when it can
+        (`take_if_unserved`: the command holds a code server of its own).
+        """
         waiting_for = f"run {self.run_id}"
         run = patiently(partial(self.instance.get_run_by_id, self.run_id), waiting_for=waiting_for)
         if run is None or run.is_finished:
             return run
+        now = time.monotonic()
+        if (
+            run.status == dg.DagsterRunStatus.QUEUED
+            and self._take is not None
+            and now - self._queue_checked_at >= _QUEUE_CHECK_SECONDS
+        ):
+            self._queue_checked_at = now
+            if patiently(partial(self._take, run.run_id), waiting_for=waiting_for):
+                return self.instance.get_run_by_id(self.run_id)
         now = time.monotonic()
         if now - self._checked_at < _HEALTH_CHECK_SECONDS:
             return run
@@ -175,10 +237,14 @@ class RunWatch:
 
 
 def wait_for_run(
-    instance: dg.DagsterInstance, run_id: str, *, poll_seconds: float = 0.5
+    instance: dg.DagsterInstance,
+    run_id: str,
+    *,
+    poll_seconds: float = 0.5,
+    take_if_unserved: Callable[[str], str | None] | None = None,
 ) -> dg.DagsterRun:
     """Block until the run reaches a finished status and return it (see `RunWatch`)."""
-    watch = RunWatch(instance, run_id)
+    watch = RunWatch(instance, run_id, take_if_unserved)
     while True:
         run = watch.run()
         if run is None:
@@ -406,6 +472,21 @@ class CodeServerTarget:
     def daemon_running(self) -> bool:
         """See `starts.Target`."""
         return daemon_running(self.instance)
+
+    def take_if_unserved(self, run_id: str) -> str | None:
+        """See `starts.Target`: this command's code server launches it, as the daemon would."""
+        reason = unserved_queue(self.instance, run_id)
+        if reason is None:
+            return None
+        from airwave_dagster.cli import console
+
+        console.stderr.print(
+            f"run {run_id} is queued but {reason}; launching it from this command",
+            highlight=False,
+        )
+        # The daemon launches a queued run the same way, and skips one no longer QUEUED.
+        self.instance.launch_run(run_id, self.context)
+        return reason
 
 
 def run_tree(instance: dg.DagsterInstance, run_id: str) -> list[dg.DagsterRun]:

@@ -126,6 +126,8 @@ def run_import(
             tags=tags,
             key=key,
             force=force,
+            # A dry-run answers for the database as it is now, never with an earlier answer.
+            answers_now=dry_run,
         )
     except starts.LaunchRefused as error:
         console.fail(str(error), console.ExitCode.CONFLICT)
@@ -139,7 +141,7 @@ def run_import(
         )
     elif run.parent_run_id is not None:
         console.stderr.print(
-            f"run {run.parent_run_id} imported this content and failed or died; "
+            f"run {run.parent_run_id} imported this content and failed, died or was canceled; "
             f"resuming it as run {run.run_id}",
             highlight=False,
         )
@@ -152,7 +154,9 @@ def run_import(
 
     instance = console.instance()
     console.stderr.print(f"run {run.run_id}: waiting for it to finish", highlight=False)
-    console.wait_showing_progress(instance, run.run_id, import_progress(instance, run.run_id))
+    console.wait_showing_progress(
+        instance, run.run_id, import_progress(instance, run.run_id), target
+    )
     finished = launcher.follow(instance, run.run_id)
     if finished.run_id != run.run_id:
         console.stderr.print(

@@ -69,7 +69,9 @@ def refused(instance: Any, run_id: str, error: Exception) -> NoReturn:
     console.fail(str(error), console.ExitCode.NOT_FOUND if missing else console.ExitCode.CONFLICT)
 
 
-def _finish(run: starts.RunInfo, *, wait: bool, as_json: bool, verb: str) -> None:
+def _finish(
+    run: starts.RunInfo, target: starts.Target, *, wait: bool, as_json: bool, verb: str
+) -> None:
     if not wait:
         if as_json:
             print(json.dumps({"run_id": run.run_id, "status": run.status}))
@@ -83,11 +85,15 @@ def _finish(run: starts.RunInfo, *, wait: bool, as_json: bool, verb: str) -> Non
     if run.job_name == IMPORT_LINEUP_JOB:
         from airwave_dagster.cli.lineup_files import import_progress
 
-        console.wait_showing_progress(instance, run.run_id, import_progress(instance, run.run_id))
+        console.wait_showing_progress(
+            instance, run.run_id, import_progress(instance, run.run_id), target
+        )
     elif run.job_name == AI_LINEUP_JOB:
         from airwave_dagster.cli.ai_lineup import lineup_progress
 
-        console.wait_showing_progress(instance, run.run_id, lineup_progress(instance, run.run_id))
+        console.wait_showing_progress(
+            instance, run.run_id, lineup_progress(instance, run.run_id), target
+        )
     final = launcher.follow(instance, run.run_id)
     report = _report(instance, final.run_id)
     if as_json:
@@ -248,7 +254,7 @@ def _start_from(
         except starts.LaunchRefused as error:
             console.fail(str(error), console.ExitCode.CONFLICT)
         console.show_run_page(run.run_id, target)
-        _finish(run, wait=wait, as_json=as_json, verb=verb)
+        _finish(run, target, wait=wait, as_json=as_json, verb=verb)
 
 
 @runs_group.command("cancel")

@@ -92,6 +92,14 @@ class Target(Protocol):
         """Whether a daemon serves the run queue and run retries."""
         ...
 
+    def take_if_unserved(self, run_id: str) -> str | None:
+        """Launch the queued run `run_id` from this command when nothing takes queued runs.
+
+        Returns:
+            Why the queue was judged unserved, when this command launched the run; else None.
+        """
+        ...
+
 
 @dataclass(frozen=True)
 class Started:
@@ -146,13 +154,20 @@ def start(
     tags: Mapping[str, str],
     key: str | None = None,
     force: bool = False,
+    answers_now: bool = False,
 ) -> Started:
     """Start a run, or with `key` return (or resume) the run that key already has.
 
     An advisory lock on the key serialises concurrent starts, so simultaneous starts with one key
-    create exactly one run. A key whose latest run failed (a dead worker, Plex down) is resumed,
-    unless the daemon said it will retry it itself; successful, canceled, queued and running
-    runs are returned as they are. `force` starts another run and makes it the key's run.
+    create exactly one run. A key whose latest run failed (a dead worker, Plex down) or was
+    canceled is resumed, unless the daemon said it will retry it itself; successful, queued and
+    running runs are returned as they are, and a queued one that nothing takes is launched by
+    this command (`Target.take_if_unserved`). `force` starts another run and makes it the key's
+    run.
+
+    `answers_now` is for runs whose worth is their answer about the database as it is now (a
+    dry-run): only a run of the key still queued or running is returned; after it finished, in
+    any state, the next start is a new run, never a replay of an old answer.
     """
     if key is None:
         return Started(_created(target, target.submit(job_name, run_config, tags)), True)
@@ -166,17 +181,26 @@ def start(
                     # A daemon's run monitoring marks dead runs failed itself (every 5 s); here
                     # nothing else would, and it costs loading Dagster.
                     latest = target.fail_if_dead(latest)
-                if not _resumable_by_start(target, latest):
+                if latest.status == "QUEUED":
+                    target.take_if_unserved(latest.run_id)
+                    return Started(target.run(latest.run_id) or latest, False)
+                if answers_now:
+                    if not latest.is_finished:
+                        return Started(latest, False)
+                elif _resumable_by_start(target, latest):
+                    resumed = resume(target, latest.run_id)
+                    slot.record(resumed.run_id, job_name)
+                    return Started(resumed, True)
+                else:
                     return Started(existing, False)
-                resumed = resume(target, latest.run_id)
-                slot.record(resumed.run_id, job_name)
-                return Started(resumed, True)
         run_id = target.submit(job_name, run_config, {**tags, IDEMPOTENCY_TAG: key[:_KEY_LIMIT]})
         slot.record(run_id, job_name)
     return Started(_created(target, run_id), True)
 
 
 def _resumable_by_start(target: Target, run: RunInfo) -> bool:
+    if run.status == "CANCELED":
+        return True  # asking again after a cancel asks for the work, not for the canceled run
     if run.status != "FAILURE":
         return False
     return not (run.tags.get(WILL_RETRY_TAG) == "true" and target.daemon_running())

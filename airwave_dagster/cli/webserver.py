@@ -294,3 +294,7 @@ class WebserverTarget:
     def daemon_running(self) -> bool:
         """See `starts.Target`."""
         return True
+
+    def take_if_unserved(self, run_id: str) -> str | None:
+        """See `starts.Target`: the server's own daemon takes its queue (supervised with it)."""
+        return None

@@ -49,6 +49,8 @@ class _Target:
     submitted: list[Mapping[str, str]] = field(default_factory=list)
     reexecuted: list[tuple[str, bool]] = field(default_factory=list)
     health_checks: int = 0
+    unserved: set[str] = field(default_factory=set)
+    taken: list[str] = field(default_factory=list)
 
     def add(self, run_id: str, status: str, **fields: Any) -> starts.RunInfo:
         run = starts.RunInfo(
@@ -99,6 +101,13 @@ class _Target:
 
     def daemon_running(self) -> bool:
         return self.daemon
+
+    def take_if_unserved(self, run_id: str) -> str | None:
+        if run_id not in self.unserved:
+            return None
+        self.taken.append(run_id)
+        self.runs[run_id] = replace(self.runs[run_id], status="STARTING")
+        return "nothing takes the queue"
 
 
 def _start(target: _Target, table: _Starts, **options: Any) -> starts.Started:
@@ -220,3 +229,45 @@ def test_reexecute_needs_a_finished_run() -> None:
     target.add("done", "SUCCESS")
     assert starts.reexecute_all(target, "done").parent_run_id == "done"
     assert target.reexecuted == [("done", False)]
+
+
+@pytest.mark.parametrize("status", ["SUCCESS", "FAILURE", "CANCELED"])
+def test_a_dry_run_never_answers_with_a_finished_run(status: str) -> None:
+    """A dry-run after an import must answer for the database as it is now (issue 27, item 4)."""
+    target, table = _Target(), _Starts()
+    old = target.add("old", status, tags={IDEMPOTENCY_TAG: "k"})
+    table.table["k"] = old.run_id
+    again = _start(target, table, key="k", answers_now=True)
+    assert again.created and again.run.run_id != "old" and again.run.parent_run_id is None
+    assert not target.reexecuted and table.table["k"] == again.run.run_id
+
+
+def test_a_dry_run_still_running_is_the_answer() -> None:
+    target, table = _Target(daemon=True), _Starts()
+    target.add("live", "STARTED", tags={IDEMPOTENCY_TAG: "k"})
+    again = _start(target, table, key="k", answers_now=True)
+    assert not again.created and again.run.run_id == "live" and not target.submitted
+
+
+def test_a_canceled_key_run_is_resumed_not_returned() -> None:
+    """Asking again after a cancel asks for the work (issue 27, item 2)."""
+    target, table = _Target(), _Starts()
+    target.add("canceled", "CANCELED", tags={IDEMPOTENCY_TAG: "k"})
+    again = _start(target, table, key="k")
+    assert again.created and again.run.parent_run_id == "canceled"
+    assert target.reexecuted == [("canceled", True)]
+
+
+def test_a_queued_key_run_nothing_takes_is_launched_by_the_start() -> None:
+    target, table = _Target(daemon=True, unserved={"queued"}), _Starts()
+    target.add("queued", "QUEUED", tags={IDEMPOTENCY_TAG: "k"})
+    again = _start(target, table, key="k")
+    assert target.taken == ["queued"] and not target.submitted
+    assert not again.created and again.run.status == "STARTING"
+
+
+def test_a_queued_key_run_the_daemon_serves_is_left_in_the_queue() -> None:
+    target, table = _Target(daemon=True), _Starts()
+    target.add("queued", "QUEUED", tags={IDEMPOTENCY_TAG: "k"})
+    again = _start(target, table, key="k")
+    assert not target.taken and again.run.status == "QUEUED"
