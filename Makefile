@@ -60,5 +60,7 @@ fmt: $(VENV)/.synced
 stop: $(VENV)/.synced
 	$(BIN)/airwave db stop
 
+# A cluster versions before 0.10 placed in /tmp for a deep checkout goes too (symlink .airwave/pg).
 clean: stop
+	if [ -L .airwave/pg ]; then rm -rf "$$(readlink -f .airwave/pg)"; fi
 	rm -rf .airwave $(VENV)

