@@ -24,7 +24,7 @@ from resources.llm import LlmResource
 from resources.plex import PlexResource
 from resources.uploads import UploadInboxResource
 from sensors.library_follow import build_follow_library_sensor
-from sensors.lineup_upload import build_lineup_upload_sensor
+from sensors.lineup_upload import LINEUP_INBOX, build_lineup_upload_sensor
 
 
 def production_resources(settings: Settings | None = None) -> dict[str, object]:
@@ -69,7 +69,7 @@ def build_definitions(resources: Mapping[str, object], *, attached: bool = False
     """
     return dg.Definitions(
         jobs=[import_lineup, *MAINTENANCE_JOBS, follow_library, refresh_library, ai_lineup],
-        assets=[plex_library, library_profile, ai_lineup_asset],
+        assets=[plex_library, library_profile, ai_lineup_asset, LINEUP_INBOX],
         schedules=[
             *maintenance_schedules(attached=attached),
             refresh_library_schedule(attached=attached),

@@ -46,6 +46,25 @@ SETTLE_SECONDS = 2.0
 """A file younger than this may still be growing; it waits for a later tick."""
 RUN_KEY_TAG = "dagster/run_key"
 
+LINEUP_INBOX = dg.AssetSpec(
+    "lineup_inbox",
+    description=(
+        "The upload inbox ($AIRWAVE_INBOX). lineup_upload_sensor records an observation for every "
+        "file it takes: the file, its outcome (rejected, or run requested) and, for a rejection, "
+        "the reason and where the file went. `airwave inbox` lists the same."
+    ),
+    group_name="uploads",
+)
+"""The asset whose observations are the inbox's history, shown in the asset catalog."""
+
+
+def _observation(name: str, outcome: str, **details: str) -> dg.AssetObservation:
+    return dg.AssetObservation(
+        asset_key=LINEUP_INBOX.key,
+        description=f"{name}: {outcome}",
+        metadata={"file": name, "outcome": outcome, **details},
+    )
+
 
 @dataclass
 class InboxCursor:
@@ -93,8 +112,11 @@ def _move(path: Path, folder: Path, digest: str | None) -> Path:
 
 def _one_line(error: Exception, limit: int = 400) -> str:
     """An error's message on one line, short enough for a tick's skip reason."""
-    line = " ".join(part.strip() for part in str(error).splitlines() if part.strip())
-    line = line or type(error).__name__
+    return _one_line_text(str(error), limit) or type(error).__name__
+
+
+def _one_line_text(text: str, limit: int = 400) -> str:
+    line = " ".join(part.strip() for part in text.splitlines() if part.strip())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
@@ -134,6 +156,19 @@ def evaluate_inbox(
     cursor = InboxCursor.load(context.cursor)
     now = time.time() if now is None else now
     notes: list[str] = []
+    observations: list[dg.AssetObservation] = []
+
+    def rejected_because(path: Path, reason: str, note: str) -> None:
+        # Seen wherever a person looks: the tick's log, the asset catalog (`lineup_inbox`), the
+        # tick's skip reason when nothing else happened, and `airwave inbox`.
+        target = _reject(path, rejected, reason)
+        context.log.warning(f"{path.name}: rejected, moved to {target}: {_one_line_text(reason)}")
+        observations.append(
+            _observation(
+                path.name, "rejected", reason=_one_line_text(reason, 2000), moved_to=str(target)
+            )
+        )
+        notes.append(note)
 
     # Files whose run was requested on an earlier tick move once the run exists.
     for name, digest in list(cursor.pending.items()):
@@ -153,13 +188,12 @@ def evaluate_inbox(
             continue
         stat = path.stat()
         if stat.st_size > MAX_LINEUP_BYTES:
-            _reject(
+            rejected_because(
                 path,
-                rejected,
                 f"{path.name}: the file is {stat.st_size:,} bytes; lineup files are limited to "
                 f"{MAX_LINEUP_BYTES:,} bytes (10 MB)",
+                f"{path.name}: rejected (too large)",
             )
-            notes.append(f"{path.name}: rejected (too large)")
             continue
         signature = (stat.st_size, stat.st_mtime_ns)
         if cursor.seen.get(path.name) != signature or now - stat.st_mtime < SETTLE_SECONDS:
@@ -170,9 +204,11 @@ def evaluate_inbox(
         try:
             parse_lineup(content, source=path.name)
         except AirwaveError as error:
-            _reject(path, rejected, str(error))
-            # The tick's skip reason is what the UI shows for the upload: say why, not only that.
-            notes.append(f"{path.name}: rejected (invalid), moved to rejected/: {_one_line(error)}")
+            rejected_because(
+                path,
+                str(error),
+                f"{path.name}: rejected (invalid), moved to rejected/: {_one_line(error)}",
+            )
             continue
         if _run_exists(context.instance, digest):
             _move(path, processed, digest)
@@ -182,6 +218,7 @@ def evaluate_inbox(
         if digest in requested:
             continue  # the same content twice in one tick: one run, both files move with it
         requested.add(digest)
+        observations.append(_observation(path.name, "run requested", sha256=digest))
         requests.append(
             dg.RunRequest(
                 run_key=digest,
@@ -205,9 +242,13 @@ def evaluate_inbox(
         )
     cursor.seen = seen
     if requests:
-        return dg.SensorResult(run_requests=requests, cursor=cursor.dump())
+        return dg.SensorResult(
+            run_requests=requests, asset_events=observations, cursor=cursor.dump()
+        )
     reason = "; ".join(notes) if notes else "no new lineup files"
-    return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=cursor.dump())
+    return dg.SensorResult(
+        skip_reason=dg.SkipReason(reason), asset_events=observations, cursor=cursor.dump()
+    )
 
 
 def build_lineup_upload_sensor(job: dg.JobDefinition) -> dg.SensorDefinition:

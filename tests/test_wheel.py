@@ -1,7 +1,8 @@
 """The built wheel works anywhere: a fresh venv outside the checkout runs `airwave demo`.
 
-Nothing is configured (no AIRWAVE_*, PLEX_*, DAGSTER_HOME; HOME is a temporary folder), so the
-home is the platform's user data directory, and site-packages must come out of it untouched.
+No home is configured (no AIRWAVE_HOME, DAGSTER_HOME; HOME is a temporary folder), so the home is
+the platform's user data directory, and site-packages must come out of it untouched. A
+production database, Plex and model key are configured, and the demo must use none of them.
 This is also the suite's one test of `airwave demo` (`make demo` runs the same command from the
 checkout): it starts its own Postgres and Plex emulator, imports, and builds an offline lineup.
 """
@@ -83,26 +84,46 @@ def test_wheel_runs_the_demo_from_a_fresh_venv_outside_the_checkout(tmp_path: Pa
         and key not in ("VIRTUAL_ENV", "PYTHONPATH")
     }
     env["HOME"] = str(user_home)
+    # A machine configured for production (issue 27, item 1): the demo must use none of it. Each
+    # address answers nothing, so a demo that used one would fail.
+    production = {
+        "AIRWAVE_DATABASE_URL": "postgresql://operator@127.0.0.1:9/production",
+        "PLEX_URL": "http://127.0.0.1:9",
+        "PLEX_TOKEN": "production-plex-token",
+        "ANTHROPIC_API_KEY": "sk-ant-production-key",
+    }
+    env.update(production)
     airwave = str(venv / "bin" / "airwave")
     home = user_home / ".local" / "share" / "airwave-dagster"
+    demo_home = home / "demo"
     try:
         assert "version" in _run([airwave, "--version"], cwd=outside, env=env).stdout
         demo = _run([airwave, "demo"], cwd=outside, env=env, timeout=2000)
         assert "Dry-run report (nothing was written)" in demo.stdout
         assert "Import report" in demo.stdout
         assert "AI lineup report (offline)" in demo.stdout
+        assert f"Airwave demo in {demo_home}" in demo.stdout
+        assert "AIRWAVE_DATABASE_URL, ANTHROPIC_API_KEY, PLEX_TOKEN, PLEX_URL" in demo.stdout
+        assert "--confirm-wipe" not in demo.stdout + demo.stderr
+        for secret in ("production-plex-token", "sk-ant-production-key"):
+            assert secret not in demo.stdout + demo.stderr
         exported = tmp_path / "exported.json"
-        _run([airwave, "export", "--output", str(exported)], cwd=outside, env=env)
+        _run([airwave, "--demo", "export", "--output", str(exported)], cwd=outside, env=env)
         channels = json.loads(exported.read_text())["channels"]
-        state = json.loads((home / "plex-emulator.json").read_text())
+        state = json.loads((demo_home / "plex-emulator.json").read_text())
         assert state["url"].startswith("http://127.0.0.1:"), "the demo's own emulator, loopback"
     finally:
-        subprocess.run([airwave, "db", "stop"], cwd=outside, env=env, timeout=120, check=False)
+        stop = subprocess.run(
+            [airwave, "db", "stop"], cwd=outside, env=env, timeout=120, capture_output=True,
+            text=True, check=False,
+        )  # fmt: skip
+    assert "stopped the demo's private PostgreSQL" in stop.stdout, stop.stdout + stop.stderr
 
     # The bundled lineup's 14 channels, and the demo's offline lineup of at most 12 (never fewer
     # than 10: a channel whose pool fails the checks is dropped, not built).
     assert 14 + 10 <= len(channels) <= 14 + 12, len(channels)
-    assert (home / "dagster_home" / "dagster.yaml").is_file(), "the home is the user data dir"
+    assert (demo_home / "dagster_home" / "dagster.yaml").is_file(), "in the user data dir"
+    assert (demo_home / "pg" / "PG_VERSION").is_file(), "the demo's own database, in its home"
     after = _snapshot(site)
     added = sorted(set(after) - set(before))
     changed = sorted(k for k in before.keys() & after.keys() if before[k] != after[k])

@@ -10,11 +10,12 @@ from typing import Any
 
 import click
 
-from airwave_dagster.cli import console
+from airwave_dagster.cli import console, environment
 from airwave_dagster.cli.ai_lineup import lineup_command
 from airwave_dagster.cli.approvals import approvals_group, approve_command, reject_command
 from airwave_dagster.cli.demo import demo_command
 from airwave_dagster.cli.guide import guide_command
+from airwave_dagster.cli.inbox import inbox_command
 from airwave_dagster.cli.lineup_files import export_command, import_command, schema_command
 from airwave_dagster.cli.outages import DatabaseUnreachable
 from airwave_dagster.cli.runs import runs_group
@@ -39,8 +40,16 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="airwave-dagster", prog_name="airwave")
-def main() -> None:
+@click.option(
+    "--demo",
+    is_flag=True,
+    help="Run the command on the demo's own home (`airwave demo`'s database, emulator, runs), "
+    "ignoring configured settings.",
+)
+def main(demo: bool) -> None:
     """Airwave: numbered, always-on TV channels from a Plex library, run on Dagster."""
+    if demo:
+        environment.use_demo_home()
     # Validated before any verb runs, so every command fails at start and in the same words.
     Settings.load()
 
@@ -53,6 +62,7 @@ main.add_command(plex_emulator_command)
 main.add_command(dev_command)
 main.add_command(demo_command)
 main.add_command(guide_command)
+main.add_command(inbox_command)
 main.add_command(lineup_command)
 main.add_command(runs_group)
 main.add_command(serve_command)

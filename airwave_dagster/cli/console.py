@@ -160,9 +160,50 @@ def prepare_to_start() -> Webserver | None:
     except SettingsError as problem:
         fail(str(problem), ExitCode.INPUT_REFUSED)
     if server is not None:
+        _refuse_other_settings(server)
         check_plex()
-    prepare(plex=server is None, migrate=server is None)
+    env = prepare(plex=server is None, migrate=server is None)
+    if server is not None and server.database is not None:
+        where = f"database {server.database}, Plex {server.plex_url or 'unset'}"
+        whose = f" (those of the webserver on port {server.port})"
+    else:
+        where = f"database {environment.redact(env.database_url)}, Plex {Settings.load().plex_url}"
+        whose = ""
+    stderr.print(f"runs use {where}{whose}", highlight=False, markup=False)
     return server
+
+
+def _refuse_other_settings(server: Webserver) -> None:
+    """End the command when its explicit settings name another database or Plex than the server's.
+
+    A webserver of this home takes the command's runs and runs them with the settings it was
+    started with: a `PLEX_URL=… airwave import` would otherwise resolve every pool against the
+    server's Plex without a word (issue 27, item 3).
+    """
+    from airwave_dagster.cli import webserver
+
+    settings = Settings.load()
+    differ: list[str] = []
+    if (
+        settings.database_url
+        and server.database_digest is not None
+        and webserver.database_digest(settings.database_url) != server.database_digest
+    ):
+        differ.append(
+            f"AIRWAVE_DATABASE_URL is {environment.redact(settings.database_url)}, "
+            f"the server's is {server.database}"
+        )
+    if settings.plex_url and server.database is not None:
+        theirs = (server.plex_url or "").rstrip("/")
+        if settings.plex_url.rstrip("/") != theirs:
+            differ.append(f"PLEX_URL is {settings.plex_url}, the server's is {theirs or 'unset'}")
+    if differ:
+        fail(
+            f"the webserver of this home (port {server.port}) would run this command's runs with "
+            f"its own settings, and they differ: {'; '.join(differ)}. Unset them to use the "
+            "server's, or stop it (`airwave dev` / `airwave serve`) to run with yours",
+            ExitCode.INPUT_REFUSED,
+        )
 
 
 def check_plex() -> None:

@@ -1,4 +1,7 @@
-"""`airwave demo`: import the bundled lineup (dry-run, then for real), then an offline AI lineup."""
+"""`airwave demo`: import the bundled lineup (dry-run, then for real), then an offline AI lineup.
+
+The demo runs on a home of its own (`environment.use_demo_home`), never on configured services.
+"""
 
 from __future__ import annotations
 
@@ -16,32 +19,34 @@ DEMO_LINEUP = Path(__file__).resolve().parents[1] / "data" / "demo_lineup.json"
 
 DEMO_LIMIT = 12
 """Channels `airwave demo` builds of the offline plan (round-robin over its packages), so the
-demo stays a few minutes long on a small machine; `airwave lineup --confirm-wipe` builds all."""
+demo stays a few minutes long on a small machine."""
 
 
 @click.command("demo")
 def demo_command() -> None:
-    """Import the bundled example lineup: a dry-run, then for real."""
-    if Settings.load().attached:
-        # The demo writes sample channels and replaces the AI lineup it finds: never on an
-        # operator's Airwave.
-        console.fail(
-            "airwave demo does not run attached to an Airwave (AIRWAVE_MODE=attached): it would "
-            "write sample channels into it and replace its AI lineup. Run it with AIRWAVE_MODE "
-            "and AIRWAVE_DATABASE_URL unset, on the private database",
-            console.ExitCode.INPUT_REFUSED,
-        )
+    """Import the bundled example lineup (a dry-run, then for real), then an offline AI lineup.
+
+    Always on the demo's own home (`<home>/demo`: a private database, Plex emulator and Dagster
+    storage), whatever is configured; `airwave --demo VERB` works on that home afterwards.
+    """
+    demo_home, ignored = environment.use_demo_home()
     env = console.prepare(plex=True)
     server = webserver.find(env.dagster_home)
     console.stdout.print(
-        f"[bold]Airwave demo[/]: database {environment.redact(env.database_url)}, "
-        f"Plex {Settings.load().plex_url}",
+        f"[bold]Airwave demo[/] in {demo_home}: its own database "
+        f"{environment.redact(env.database_url)} and Plex emulator {Settings.load().plex_url}",
         highlight=False,
     )
+    if ignored:
+        console.stdout.print(
+            f"Not used by the demo (it never touches your database, Plex or models): "
+            f"{', '.join(ignored)}",
+            highlight=False,
+        )
     console.stdout.print(
         "\n[bold]1. Dry-run import[/] (plans and resolves every pool, writes nothing)"
     )
-    # One target for the three runs: without `airwave dev`, one code server, started once.
+    # One target for the three runs: without `airwave --demo dev`, one code server, started once.
     with console.target_for(server) as target:
         if run_import(
             target, DEMO_LINEUP, dry_run=True, select=None, wait=True, as_json=False, force=True
@@ -53,13 +58,16 @@ def demo_command() -> None:
         ):
             sys.exit(1)
         console.stdout.print(
-            f"\n[bold]3. Offline AI lineup[/] (planned and verified without a model; {DEMO_LIMIT} "
-            "channels built, `airwave lineup --confirm-wipe --wait` builds them all)"
+            f"\n[bold]3. Offline AI lineup[/] (planned and verified without a model; "
+            f"{DEMO_LIMIT} of its channels built)"
         )
+        # The wipe it pre-approves is of the demo database's AI channels: the demo's own.
         if run_lineup(target, provider="offline", confirm_wipe=True, wait=True, limit=DEMO_LIMIT):
             sys.exit(1)
     console.stdout.print(
-        "\nOpen the Dagster UI with [bold]make dev[/] (http://127.0.0.1:3000) to see the runs; "
-        "`airwave export` prints the imported lineup.",
+        "\nThe demo's runs in the Dagster UI: [bold]airwave --demo dev[/] "
+        "(http://127.0.0.1:3000). Its lineup: `airwave --demo export`; its guide: "
+        "`airwave --demo guide --html guide.html`; stop its database and emulator: "
+        "`airwave db stop`.",
         highlight=False,
     )

@@ -37,13 +37,16 @@ from pydantic import SecretStr
 
 from airwave_dagster.settings import (
     API_KEY_ENV,
+    AUTH_SECRET_ENV,
     BASE_URL_ENV,
     CELERY_BROKER_ENV,
     CELERY_QUEUE_ENV,
     DAGSTER_HOME_ENV,
     DAGSTER_PG_URL_ENV,
     DATABASE_URL_ENV,
+    ENV_FILE_ENV,
     EXECUTOR_ENV,
+    HOME_ENV,
     MODE_ENV,
     PLEX_TOKEN_ENV,
     PLEX_URL_ENV,
@@ -115,6 +118,47 @@ def airwave_home(settings: Settings | None = None) -> Path:
     home = (settings or Settings.load()).resolved_home()
     home.mkdir(parents=True, exist_ok=True)
     return home.resolve()
+
+
+DEMO_HOME = "demo"
+"""The demo's own home, inside the user's: its private database, emulator and Dagster storage."""
+
+_DEMO_IGNORED_PREFIXES = ("AIRWAVE_", "PLEX_", "ANTHROPIC_", "DAGSTER_")
+_NO_SETTINGS = "no-settings.env"
+"""Settings that name a database, a Plex server, a model provider or Dagster storage: the demo
+reads none of them (nor the dotenv file that may set them)."""
+
+
+def use_demo_home() -> tuple[Path, list[str]]:
+    """Switch this process (and its children) to the demo's own home; what it ignored.
+
+    `airwave demo` and `airwave --demo VERB` run on `<home>/demo` with every service of its own
+    (private PostgreSQL, Plex emulator, Dagster storage), whatever is configured: a demo must
+    never write sample channels into a configured database or replace a lineup it did not make.
+
+    Returns:
+        The demo home, and the names of configured settings it does not use (for the message).
+    """
+    home = airwave_home()
+    if os.environ.get(ENV_FILE_ENV) == str(home / _NO_SETTINGS):
+        return home, []  # already switched (`airwave --demo demo`)
+    demo = home / DEMO_HOME
+    demo.mkdir(parents=True, exist_ok=True)
+    ignored = sorted(
+        name
+        for name in os.environ
+        if name.startswith(_DEMO_IGNORED_PREFIXES) or name == AUTH_SECRET_ENV
+        if name not in (HOME_ENV, ENV_FILE_ENV)
+    )
+    env_file = os.environ.get(ENV_FILE_ENV) or ".env"
+    if Path(env_file).is_file():
+        ignored.append(f"the settings in {env_file}")
+    for name in ignored:
+        os.environ.pop(name, None)
+    os.environ[HOME_ENV] = str(demo)
+    # A name that never exists: the dotenv file of the user's settings is not read.
+    os.environ[ENV_FILE_ENV] = str(demo / _NO_SETTINGS)
+    return demo, ignored
 
 
 def normalise_url(url: str) -> str:

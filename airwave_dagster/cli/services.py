@@ -11,6 +11,7 @@ import click
 
 from airwave_dagster.cli import console, environment, webserver
 from airwave_dagster.cli.serve import check_bind
+from airwave_dagster.settings import Settings
 
 
 @click.group("db")
@@ -33,14 +34,21 @@ def db_upgrade() -> None:
 
 @db_group.command("stop")
 def db_stop() -> None:
-    """Stop everything this home started: the private PostgreSQL server and the Plex emulator."""
+    """Stop everything this home started: the private PostgreSQL server and the Plex emulator.
+
+    The demo's home inside it (`airwave demo`) is stopped too.
+    """
     home = environment.airwave_home()
-    stopped = environment.stop_private_postgres(home)
-    emulator = environment.stop_plex_emulator(home)
-    console.stdout.print(
-        "stopped the private PostgreSQL" if stopped else "no private PostgreSQL running"
-    )
-    console.stdout.print("stopped the Plex emulator" if emulator else "no Plex emulator running")
+    demo = home / environment.DEMO_HOME
+    for each, label in ((home, "the"), (demo, "the demo's")):
+        if each == demo and not demo.is_dir():
+            continue
+        stopped = environment.stop_private_postgres(each)
+        emulator = environment.stop_plex_emulator(each)
+        for name, was_running in (("private PostgreSQL", stopped), ("Plex emulator", emulator)):
+            console.stdout.print(
+                f"stopped {label} {name}" if was_running else f"{label} {name} was not running"
+            )
 
 
 @click.command("plex-emulator")
@@ -108,7 +116,7 @@ def dev_command(host: str, port: int, allow_remote: bool) -> None:
         signal.signal(sig, signal.SIG_DFL)
     dagster = str(Path(sys.executable).parent / "dagster")
     # `airwave import`, `lineup` and `runs …` find this server here and submit through it.
-    webserver.announce(env.dagster_home, port)
+    webserver.announce(env.dagster_home, port, env.database_url, Settings.load().plex_url)
     workspace = environment.workspace_file(env.home)
     # The home, not the checkout: dagster dev may write next to its working directory, and an
     # installed package has no checkout.

@@ -12,6 +12,7 @@ the ones the UI gets. Plain HTTP and JSON, not dagster-graphql's client: that cl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airwave_dagster.cli import environment
 from airwave_dagster.cli.starts import LaunchRefused, RunInfo
 from airwave_dagster.run_tags import IDEMPOTENCY_TAG
 
@@ -104,9 +106,14 @@ class SubmissionRefused(LaunchRefused):
 
 @dataclass(frozen=True)
 class Webserver:
-    """A webserver of this home that answered a probe just now."""
+    """A webserver of this home that answered a probe just now, and the services it runs with."""
 
     port: int
+    database: str | None = None
+    """Its application database, password redacted (None: announced by an older version)."""
+    database_digest: str | None = None
+    """SHA-256 of its database URL as normalised, to compare without storing the password."""
+    plex_url: str | None = None
 
     @property
     def url(self) -> str:
@@ -217,14 +224,32 @@ def announcement(dagster_home: Path) -> Path:
     return dagster_home / ANNOUNCEMENT
 
 
-def announce(dagster_home: Path, port: int) -> None:
-    """Record that this process serves the UI of `dagster_home` on `port`.
+def announce(dagster_home: Path, port: int, database_url: str, plex_url: str | None) -> None:
+    """Record that this process serves the UI of `dagster_home` on `port`, and with what.
 
     `airwave dev` replaces itself with `dagster dev` (same pid), so the pid written here is the
-    server's; a stale file (the server is gone) is ignored by `find`.
+    server's; a stale file (the server is gone) is ignored by `find`. The database is written
+    redacted, with a digest of the whole URL, so a command can tell whether its own settings
+    name the same database without the password being stored.
     """
     path = announcement(dagster_home)
-    path.write_text(json.dumps({"port": port, "pid": os.getpid()}), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "port": port,
+                "pid": os.getpid(),
+                "database": environment.redact(database_url),
+                "database_digest": database_digest(database_url),
+                "plex_url": plex_url,
+            }
+        ),
+        encoding="utf-8",
+    )
+
+
+def database_digest(database_url: str) -> str:
+    """The digest `announce` records of a database URL (driver prefix normalised)."""
+    return hashlib.sha256(environment.normalise_url(database_url).encode()).hexdigest()
 
 
 def find(dagster_home: Path) -> Webserver | None:
@@ -247,7 +272,12 @@ def find(dagster_home: Path) -> Webserver | None:
             json.loads(response.read())
     except (OSError, ValueError):
         return None
-    return Webserver(port=port)
+    return Webserver(
+        port=port,
+        database=announced.get("database"),
+        database_digest=announced.get("database_digest"),
+        plex_url=announced.get("plex_url"),
+    )
 
 
 @dataclass(frozen=True)

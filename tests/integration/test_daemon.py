@@ -15,7 +15,7 @@ from dagster._core.launcher import WorkerStatus
 from airwave_dagster.cli import launcher
 from airwave_dagster.durability.run_launcher import AirwaveRunLauncher
 from tests.support import lineups
-from tests.support.dagster_dev import Dev, wait_for
+from tests.support.dagster_dev import AIRWAVE, Dev, wait_for
 from tests.support.probe_runs import probe_run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
@@ -28,6 +28,9 @@ def test_a_dropped_file_is_imported_by_the_daemon(fresh: Dev) -> None:
     inbox.mkdir(parents=True, exist_ok=True)
     staging = inbox / ".upload.part"
     staging.write_text(json.dumps(lineups.genre_lineup(2, first_number=500)))
+    # A broken file dropped with it: the tick that requests the good file's run must still
+    # show the rejection where a person looks (issue 27, item 9).
+    (inbox / "dropped-broken.json").write_text('{"version": 1, "channels": [')
     staging.rename(inbox / "dropped.json")  # how an uploader publishes a finished file
 
     def the_run() -> dg.DagsterRun | None:
@@ -41,6 +44,25 @@ def test_a_dropped_file_is_imported_by_the_daemon(fresh: Dev) -> None:
     assert launcher.wait_for_run(fresh.instance, run.run_id).status == dg.DagsterRunStatus.SUCCESS
     wait_for(lambda: not (inbox / "dropped.json").exists(), 60, "the file to move to processed/")
     assert any(p.name.endswith("-dropped.json") for p in (inbox / "processed").iterdir())
+
+    # The asset catalog: the daemon stored each outcome as an observation of `lineup_inbox`.
+    records = fresh.instance.fetch_observations(dg.AssetKey("lineup_inbox"), limit=50).records
+    outcomes = {
+        r.asset_observation.metadata["file"].value: r.asset_observation.metadata
+        for r in records
+        if r.asset_observation is not None
+    }
+    assert outcomes["dropped.json"]["outcome"].value == "run requested"
+    assert outcomes["dropped-broken.json"]["outcome"].value == "rejected"
+    assert "dropped-broken.json" in outcomes["dropped-broken.json"]["reason"].value
+    # And the CLI.
+    listed = subprocess.run(
+        [AIRWAVE, "inbox", "--json"], env=fresh.env, capture_output=True, text=True, timeout=60
+    )
+    assert listed.returncode == 0, listed.stderr
+    rejected = json.loads(listed.stdout)["rejected"]
+    assert any(r["file"].endswith("-dropped-broken.json") for r in rejected), rejected
+    assert any("dropped-broken.json" in r["reason"] for r in rejected)
 
 
 def test_health_check_sees_a_dead_worker(dagster_instance) -> None:

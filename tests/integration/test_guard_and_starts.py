@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from dagster_shared import record
 
-from airwave_dagster import run_tags
+from airwave_dagster import run_tags, settings
 from airwave_dagster.cli import launcher
 from airwave_dagster.durability.versions import CODE_VERSION_TAG
 from tests.support import lineups
@@ -241,3 +241,40 @@ def test_starts_through_the_webserver_load_no_dagster(fresh: Dev, tmp_path: Path
     run = launcher.wait_for_run(fresh.instance, first[-1])
     assert run.status == dg.DagsterRunStatus.SUCCESS
     assert run.tags[run_tags.DRY_RUN_TAG] == "true"
+
+
+def test_a_command_whose_settings_differ_from_the_servers_is_refused(
+    fresh: Dev, tmp_path: Path
+) -> None:
+    """`PLEX_URL=… airwave import --dry-run` with `airwave dev` up resolved every pool against
+    the server's emulator without a word (issue 27, item 3): now it is refused, and a command
+    with no settings of its own says whose database and Plex its run uses."""
+    path = lineups.write(tmp_path, lineups.genre_lineup(1, first_number=530), "elsewhere.json")
+    before = len(fresh.instance.get_runs())
+    mine = {
+        **fresh.env,
+        settings.PLEX_URL_ENV: "http://127.0.0.1:9",
+        settings.PLEX_TOKEN_ENV: "my-own-plex-token",
+    }
+
+    refused = subprocess.run(
+        [AIRWAVE, "import", str(path), "--dry-run"],
+        env=mine, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+    assert refused.returncode == 3, refused.stderr
+    server_plex = fresh.env[settings.PLEX_URL_ENV]
+    assert f"PLEX_URL is http://127.0.0.1:9, the server's is {server_plex}" in refused.stderr
+    assert f"port {fresh.port}" in refused.stderr
+    assert "my-own-plex-token" not in refused.stderr + refused.stdout
+    assert len(fresh.instance.get_runs()) == before
+
+    plain = {k: v for k, v in fresh.env.items() if k not in (settings.PLEX_URL_ENV, "PLEX_TOKEN")}
+    accepted = subprocess.run(
+        [AIRWAVE, "import", str(path), "--dry-run"],
+        env=plain, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert accepted.returncode == 0, accepted.stderr
+    assert f"Plex {server_plex} (those of the webserver on port {fresh.port})" in accepted.stderr
+    run_id = accepted.stdout.split()[-1]
+    assert launcher.wait_for_run(fresh.instance, run_id).status == dg.DagsterRunStatus.SUCCESS

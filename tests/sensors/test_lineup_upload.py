@@ -170,3 +170,36 @@ def test_the_sensor_is_registered_running() -> None:
     sensor = defs.get_sensor_def("lineup_upload_sensor")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert sensor.job_name == "import_lineup"
+
+
+def test_a_bad_file_beside_a_good_one_is_still_reported(dagster_instance, tmp_path: Path) -> None:
+    """Dropped in the same tick as a good file, a bad one left no trace in the UI (issue 27,
+    item 9): a tick that requests runs shows no skip reason. Every outcome is now an observation
+    of the `lineup_inbox` asset, and `airwave inbox` lists the rejection."""
+    from airwave_dagster.cli.inbox import inbox_state
+    from sensors.lineup_upload import LINEUP_INBOX
+
+    inbox = _inbox(tmp_path)
+    _write(inbox, "good.json", lineups.genre_lineup(1, first_number=710))
+    _write(inbox, "bad.json", '{"version": 1, "channels": [')
+
+    result = _settled(dagster_instance, inbox)
+
+    assert len(result.run_requests) == 1 and result.skip_reason is None
+    outcomes = {
+        event.metadata["file"].value: event.metadata
+        for event in result.asset_events
+        if event.asset_key == LINEUP_INBOX.key
+    }
+    assert outcomes["good.json"]["outcome"].value == "run requested"
+    bad = outcomes["bad.json"]
+    assert bad["outcome"].value == "rejected"
+    assert "bad.json" in bad["reason"].value and "JSON" in bad["reason"].value
+    assert Path(bad["moved_to"].value).parent == inbox / "rejected"
+    state = inbox_state(inbox, limit=5)
+    assert [r.file for r in state.rejected] == [Path(bad["moved_to"].value).name]
+    assert (
+        state.rejected[0].reason
+        == (inbox / "rejected").joinpath(state.rejected[0].file + ".error.txt").read_text().strip()
+    )
+    assert state.waiting == ["good.json"]  # until its run exists
