@@ -26,6 +26,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
 from airwave_dagster.domain.filters import plex_sort
+from airwave_dagster.domain.guide_window import GuideBreak, GuideWindow
 from airwave_dagster.domain.library import MediaItem
 from airwave_dagster.domain.maintenance import (
     ChannelOutcome,
@@ -388,6 +389,51 @@ class MaintenanceStore:
         return (
             [GuideChannel(number=c.number, name=c.name, callsign=c.callsign) for c in channels],
             [_programme(row) for row in rows],
+        )
+
+    def guide_window(self, start: datetime, end: datetime) -> GuideWindow:
+        """What `guide` lists, plus the bumpers between programmes, as one guide window.
+
+        The bumpers are what tells a break from a stretch with nothing stored, and where a
+        channel's stored schedule really stops (`GuideWindow.covered_until`).
+        """
+        channels, programmes = self.guide(start, end)
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(
+                    t.channel.c.number,
+                    t.schedule_item.c.starts_at,
+                    t.schedule_item.c.duration_seconds,
+                )
+                .select_from(
+                    t.schedule_item.join(t.channel, t.channel.c.id == t.schedule_item.c.channel_id)
+                )
+                .where(
+                    self._eligible(),
+                    t.schedule_item.c.kind == "BUMPER",
+                    t.schedule_item.c.starts_at < end,
+                    _ROW_END > start,
+                )
+                .order_by(t.channel.c.number, t.schedule_item.c.starts_at)
+            ).all()
+        listed = {channel.number for channel in channels}
+        breaks = [
+            GuideBreak(
+                channel_number=row.number,
+                start=row.starts_at,
+                stop=row.starts_at + timedelta(seconds=row.duration_seconds),
+            )
+            for row in rows
+            # Each statement reads its own snapshot: a channel enabled between them has rows
+            # here but is not among the channels, and a guide lists no rows of unlisted channels.
+            if row.number in listed
+        ]
+        return GuideWindow(
+            start=start,
+            end=end,
+            channels=tuple(channels),
+            programmes=tuple(p for p in programmes if p.channel_number in listed),
+            breaks=tuple(breaks),
         )
 
     # -- shared write path ----------------------------------------------------------------------
