@@ -20,6 +20,7 @@ from ops.lineup_import.job import import_lineup
 from ops.maintenance import MAINTENANCE_JOBS, follow_library, maintenance_schedules
 from resources.database import DatabaseResource
 from resources.io_manager import PostgresJsonIOManager
+from resources.lineup_files import LineupFilesResource
 from resources.llm import LlmResource
 from resources.plex import PlexResource
 from resources.uploads import UploadInboxResource
@@ -32,8 +33,8 @@ def production_resources(settings: Settings | None = None) -> dict[str, object]:
 
     `airwave` commands export these variables (starting the private Postgres and the Plex
     emulator when nothing is configured) before any Dagster process starts. Values that are not
-    secrets (the inbox, the claim timeout) come validated from `Settings`, so a bad one fails the
-    code location's load with the variable's name.
+    secrets (the inbox, the home, the claim timeout) come validated from `Settings`, so a bad one
+    fails the code location's load with the variable's name.
 
     Args:
         settings: The settings to bind; None reads them now (`Settings.load()`).
@@ -52,6 +53,9 @@ def production_resources(settings: Settings | None = None) -> dict[str, object]:
         # that allows access without one). An EnvVar here would fail every run without it.
         "plex": PlexResource(base_url=dg.EnvVar(PLEX_URL_ENV), token_env_var=PLEX_TOKEN_ENV),
         "uploads": UploadInboxResource(path=str(settings.resolved_inbox())),
+        # Relative lineup paths in run config resolve here, not against whatever directory the
+        # run worker happened to start in (docs/importer.md).
+        "lineup_files": LineupFilesResource(directory=str(settings.resolved_home())),
         "io_manager": PostgresJsonIOManager(database=database),
         # The key is looked up (ANTHROPIC_API_KEY) only when the anthropic provider runs.
         "llm": LlmResource(),

@@ -119,7 +119,7 @@ def _run_import(
     _reset_database(db_url)
     _reset_stats(plex_url)
     run_config = {
-        "ops": {"plan_import_lineup": {"config": {"lineup_path": str(lineup_path)}}},
+        "ops": {"plan_import_lineup": {"config": {"lineup": {"file": {"path": str(lineup_path)}}}}},
         "loggers": {"console": {"config": {"log_level": "WARNING"}}},
     }
     started = time.perf_counter()

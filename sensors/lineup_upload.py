@@ -226,8 +226,14 @@ def evaluate_inbox(
                     "ops": {
                         PLAN_IMPORT_OP: {
                             "config": {
-                                "lineup_json": content.decode("utf-8"),
-                                "lineup_name": path.name,
+                                "lineup": {
+                                    "inline": {
+                                        "content": content.decode("utf-8"),
+                                        "name": path.name,
+                                    }
+                                },
+                                # Said outright: the job's default config is a dry-run.
+                                "dry_run": False,
                             }
                         }
                     }

@@ -6,16 +6,14 @@ The demo runs on a home of its own (`environment.use_demo_home`), never on confi
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
 from airwave_dagster.cli import console, environment, webserver
 from airwave_dagster.cli.ai_lineup import run_lineup
 from airwave_dagster.cli.lineup_files import run_import
+from airwave_dagster.data import DEMO_LINEUP
 from airwave_dagster.settings import Settings
-
-DEMO_LINEUP = Path(__file__).resolve().parents[1] / "data" / "demo_lineup.json"
 
 DEMO_LIMIT = 12
 """Channels `airwave demo` builds of the offline plan (round-robin over its packages), so the

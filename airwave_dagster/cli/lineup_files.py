@@ -59,7 +59,10 @@ def import_progress(instance: Any, run_id: str) -> console.Progress:
 def _import_run_config(
     content: str, name: str, *, dry_run: bool, select: list[int] | None
 ) -> dict[str, Any]:
-    config: dict[str, Any] = {"lineup_json": content, "lineup_name": name, "dry_run": dry_run}
+    config: dict[str, Any] = {
+        "lineup": {"inline": {"content": content, "name": name}},
+        "dry_run": dry_run,
+    }
     if select is not None:
         config["selected_numbers"] = select
     return {

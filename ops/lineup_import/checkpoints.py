@@ -12,20 +12,37 @@ from pydantic import BaseModel, Field
 from airwave_dagster.domain.import_plan import ImportPlan, PlannedChannel
 
 
+class LineupFileConfig(dg.Config):
+    """A lineup file read from disk by the step that plans the import."""
+
+    source: Literal["file"] = "file"
+    path: str = Field(
+        description=(
+            "Path of the lineup file (v1 JSON) on the machine that runs the job. A relative "
+            "path is resolved against the airwave home (`AIRWAVE_HOME`, see docs/importer.md)."
+        ),
+    )
+
+
+class InlineLineupConfig(dg.Config):
+    """A lineup file's content carried in the run config itself."""
+
+    source: Literal["inline"] = "inline"
+    content: str = Field(description="The lineup file's content (v1 JSON).")
+    name: str = Field(
+        default="<inline lineup>",
+        description="Name shown in messages and the report (e.g. the uploaded file's name).",
+    )
+
+
 class ImportLineupConfig(dg.Config):
     """What to import and how."""
 
-    lineup_path: str | None = Field(
-        default=None,
-        description="Path of the lineup file (v1 JSON) on the machine that runs the job.",
-    )
-    lineup_json: str | None = Field(
-        default=None,
-        description="The lineup file's content inline (used instead of lineup_path when set).",
-    )
-    lineup_name: str | None = Field(
-        default=None,
-        description="Name shown in messages for an inline lineup (e.g. the uploaded file's name).",
+    # A discriminated union of Config classes is a Dagster Selector: the run config names exactly
+    # one of `file` and `inline`, and a config naming neither or both is refused at launch.
+    lineup: LineupFileConfig | InlineLineupConfig = Field(
+        discriminator="source",
+        description="The lineup to import: `file: {path: ...}` or `inline: {content: ...}`.",
     )
     dry_run: bool = Field(
         default=False,

@@ -2,7 +2,14 @@
 
 import dagster as dg
 
-from airwave_dagster.run_tags import IMPORT_LINEUP_JOB, JOB_TAG, REPORT_OP_TAG, SUMMARIZE_IMPORT_OP
+from airwave_dagster.data import DEMO_LINEUP
+from airwave_dagster.run_tags import (
+    IMPORT_LINEUP_JOB,
+    JOB_TAG,
+    PLAN_IMPORT_OP,
+    REPORT_OP_TAG,
+    SUMMARIZE_IMPORT_OP,
+)
 from ops.lineup_import.ops import (
     build_channel,
     create_packages,
@@ -15,6 +22,20 @@ IMPORT_CONCURRENCY = 4
 """At most this many channel builds run at once (a sliding window, not waves)."""
 
 
+DEMO_DRY_RUN = {
+    "ops": {
+        PLAN_IMPORT_OP: {
+            "config": {"lineup": {"file": {"path": str(DEMO_LINEUP)}}, "dry_run": True}
+        }
+    }
+}
+"""The job's default run config, which the Launchpad opens with: a dry-run of the bundled example.
+
+Dagster applies it only where a run's config leaves the op out; the CLI and the upload sensor
+always configure the op, so their runs never inherit `dry_run: true` or the demo file from it.
+"""
+
+
 def import_executor(start_method: str = "forkserver") -> dg.ExecutorDefinition:
     """The multiprocess executor bounding channel builds to IMPORT_CONCURRENCY at once."""
     return fan_out_executor(IMPORT_CONCURRENCY, start_method)
@@ -22,6 +43,7 @@ def import_executor(start_method: str = "forkserver") -> dg.ExecutorDefinition:
 
 @dg.job(
     executor_def=import_executor(),
+    config=DEMO_DRY_RUN,
     tags={JOB_TAG: IMPORT_LINEUP_JOB, REPORT_OP_TAG: SUMMARIZE_IMPORT_OP},
     description="Recreate packages and channels from a lineup file (with a dry-run).",
 )

@@ -6,7 +6,6 @@ the build itself is `ops/lineup_import/channel_build.py`.
 
 import hashlib
 from datetime import UTC, datetime
-from pathlib import Path
 
 import dagster as dg
 
@@ -19,6 +18,7 @@ from ops.lineup_import.checkpoints import (
     ChannelTask,
     ImportLineupConfig,
     ImportReport,
+    InlineLineupConfig,
     PackagesResult,
     PlannedImport,
     channel_status,
@@ -27,19 +27,21 @@ from ops.lineup_import.checkpoints import (
 )
 from ops.steps import claimant, mapping_key, trace_identity, versioned_op
 from resources.database import DatabaseResource
+from resources.lineup_files import LineupFilesResource
 from resources.plex import PlexError, PlexResource
 
-OP_VERSION = "import-v2"
+OP_VERSION = "import-v3"
 """Code version of every op of this job; bump it when an op's behaviour or output type changes."""
 
 
-def _read_lineup(config: ImportLineupConfig) -> tuple[bytes, str]:
-    if config.lineup_json is not None:
-        return config.lineup_json.encode("utf-8"), config.lineup_name or "<inline lineup>"
-    if config.lineup_path is None:
-        raise dg.Failure("import_lineup needs `lineup_path` or `lineup_json` in its op config")
-    path = Path(config.lineup_path)
-    name = config.lineup_name or str(path)
+def _read_lineup(
+    config: ImportLineupConfig, lineup_files: LineupFilesResource
+) -> tuple[bytes, str]:
+    lineup = config.lineup
+    if isinstance(lineup, InlineLineupConfig):
+        return lineup.content.encode("utf-8"), lineup.name
+    name = lineup.path
+    path = lineup_files.resolve(lineup.path)
     try:
         # Refuse a huge file by its size, before reading it into memory.
         check_lineup_size(path.stat().st_size, source=name)
@@ -47,7 +49,11 @@ def _read_lineup(config: ImportLineupConfig) -> tuple[bytes, str]:
     except AirwaveError as error:
         raise dg.Failure(description=str(error)) from error
     except OSError as error:
-        raise dg.Failure(f"{name}: cannot read the lineup file ({error.strerror})") from error
+        # The path as typed may be relative; say where it was looked for and why there.
+        raise dg.Failure(
+            f"{name}: cannot read the lineup file ({error.strerror}); tried {path} "
+            f"(relative paths are resolved against the airwave home, {lineup_files.base()})"
+        ) from error
 
 
 @versioned_op(OP_VERSION)
@@ -56,14 +62,17 @@ def plan_import_lineup(
     config: ImportLineupConfig,
     database: DatabaseResource,
     plex: PlexResource,
+    lineup_files: LineupFilesResource,
 ) -> PlannedImport:
     """Validate the lineup file completely, then plan the import against the database and Plex.
 
-    Nothing is written before the file is fully validated: a bad file fails here with every
-    problem listed by JSON path. The plan (numbers, packages, duplicates) is this step's stored
+    The file is `lineup.file.path` (a relative path is read from the airwave home) or
+    `lineup.inline.content`; the job's default config dry-runs the bundled example. Nothing is
+    written before the file is fully validated: a bad file fails here with every problem listed
+    by JSON path. The plan (numbers, packages, duplicates) is this step's stored
     output, so a resumed run reuses it instead of re-planning against a changed database.
     """
-    data, name = _read_lineup(config)
+    data, name = _read_lineup(config, lineup_files)
     try:
         lineup = parse_lineup(data, source=name)
     except AirwaveError as error:

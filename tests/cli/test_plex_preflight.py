@@ -23,7 +23,7 @@ import pytest
 from airwave_dagster import settings
 from airwave_dagster.cli import environment, plex_check
 from airwave_dagster.cli.console import ExitCode
-from airwave_dagster.cli.demo import DEMO_LINEUP
+from airwave_dagster.data import DEMO_LINEUP
 from airwave_dagster.definitions import production_resources
 from airwave_dagster.emulators.plex import EmulatorHandle, start_emulator
 from resources.plex import PlexAuthError, PlexClient

@@ -18,10 +18,10 @@ from click.testing import CliRunner, Result
 from airwave_dagster.cli import console, main
 from airwave_dagster.cli.ai_lineup import run_lineup
 from airwave_dagster.cli.console import ExitCode
-from airwave_dagster.cli.demo import DEMO_LINEUP
 from airwave_dagster.cli.lineup_files import run_import
 from airwave_dagster.cli.starts import RunInfo
 from airwave_dagster.cli.webserver import Webserver, WebserverTarget
+from airwave_dagster.data import DEMO_LINEUP
 
 pytestmark = [pytest.mark.postgres]
 

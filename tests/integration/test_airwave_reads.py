@@ -34,7 +34,7 @@ def _lineup() -> dict[str, Any]:
 
 
 def _import(instance: dg.DagsterInstance, path: Path) -> str:
-    config = {"ops": {"plan_import_lineup": {"config": {"lineup_path": str(path)}}}}
+    config = {"ops": {"plan_import_lineup": {"config": {"lineup": {"file": {"path": str(path)}}}}}}
     with dg.execute_job(
         dg.reconstructable(import_lineup_job), instance=instance, run_config=config
     ) as result:

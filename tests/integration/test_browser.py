@@ -76,7 +76,9 @@ def test_launchpad_dry_run_shows_the_outcome_table(ui: UI, fresh: Dev, tmp_path:
         "ops:\n"
         "  plan_import_lineup:\n"
         "    config:\n"
-        f"      lineup_path: {path}\n"
+        "      lineup:\n"
+        "        file:\n"
+        f"          path: {path}\n"
         "      dry_run: true\n"
     )
     _expect(ui.page.get_by_text("No errors"))

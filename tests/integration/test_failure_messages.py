@@ -11,10 +11,10 @@ import dagster as dg
 import pytest
 
 from airwave_dagster.cli import launcher
-from airwave_dagster.definitions import defs
 from resources.database import DatabaseResource
 from resources.plex import PlexClient, PlexResource
 from tests.support import lineups
+from tests.support.import_job import import_job_with
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration]
 
@@ -42,14 +42,16 @@ def test_a_build_that_exhausts_its_retries_names_plex_and_its_url(
     store, plex_emulator, dagster_instance, tmp_path: Path
 ) -> None:
     path = lineups.write(tmp_path, lineups.genre_lineup(1))
-    result = defs.resolve_job_def("import_lineup").execute_in_process(
-        run_config={"ops": {"plan_import_lineup": {"config": {"lineup_path": str(path)}}}},
+    job = import_job_with(
+        database=DatabaseResource(url=store.engine.url.render_as_string(False)),
+        plex=_PlexGoneAtBuild(base_url=plex_emulator.url, token=plex_emulator.token),
+    )
+    result = job.execute_in_process(
+        run_config={
+            "ops": {"plan_import_lineup": {"config": {"lineup": {"file": {"path": str(path)}}}}}
+        },
         instance=dagster_instance,
         raise_on_error=False,
-        resources={
-            "database": DatabaseResource(url=store.engine.url.render_as_string(False)),
-            "plex": _PlexGoneAtBuild(base_url=plex_emulator.url, token=plex_emulator.token),
-        },
     )
 
     assert not result.success

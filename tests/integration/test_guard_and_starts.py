@@ -30,7 +30,11 @@ def _failed_runs(dev: Dev, slow_plex: Any) -> tuple[str, str]:
     config = {
         "ops": {
             "plan_import_lineup": {
-                "config": {"lineup_json": json.dumps(lineups.genre_lineup(2)), "lineup_name": "g"}
+                "config": {
+                    "lineup": {
+                        "inline": {"content": json.dumps(lineups.genre_lineup(2)), "name": "g"}
+                    }
+                }
             }
         }
     }
@@ -98,7 +102,7 @@ def test_resume_is_refused_when_an_op_version_changed_and_allowed_otherwise(
     refused = fresh.airwave("runs", "resume", changed)
     assert refused.returncode == 4  # conflict: the code changed under the run
     message = refused.stderr.replace("\n", " ")
-    assert "build_channel" in message and "import-v0" in message and "import-v2" in message
+    assert "build_channel" in message and "import-v0" in message and "import-v3" in message
     assert "start a new run" in message
 
     graphql = fresh.graphql(REEXECUTE, {"parentRunId": changed})["launchRunReexecution"]

@@ -14,10 +14,14 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from airwave_dagster.definitions import defs, import_lineup_job
+from airwave_dagster.data import DEMO_LINEUP
+from airwave_dagster.definitions import import_lineup_job
+from airwave_dagster.domain.lineup_file import parse_lineup
 from resources import tables as t
+from resources.lineup_files import LineupFilesResource
 from tests.support import lineups
 from tests.support.channels import import_report
+from tests.support.import_job import import_job_with
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration]
 
@@ -25,7 +29,7 @@ SPEC_EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "lineups" / "sp
 
 
 def _config(path: Path, *, dry_run: bool = False, selected: list[int] | None = None) -> dict:
-    config: dict[str, Any] = {"lineup_path": str(path), "dry_run": dry_run}
+    config: dict[str, Any] = {"lineup": {"file": {"path": str(path)}}, "dry_run": dry_run}
     if selected is not None:
         config["selected_numbers"] = selected
     return {"ops": {"plan_import_lineup": {"config": config}}}
@@ -55,8 +59,8 @@ def _database_untouched(store) -> bool:
 
 
 def _plan_failure(instance, run_config: dict, **resources: Any) -> str:
-    result = defs.resolve_job_def("import_lineup").execute_in_process(
-        run_config=run_config, instance=instance, raise_on_error=False, resources=resources or None
+    result = import_job_with(**resources).execute_in_process(
+        run_config=run_config, instance=instance, raise_on_error=False
     )
     assert not result.success
     failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
@@ -93,6 +97,46 @@ def test_dry_run_resolves_pools_and_writes_nothing(env, tmp_path: Path) -> None:
         genre = lineups.GENRES[i % len(lineups.GENRES)]
         expected = [m for m in library if genre in m.genres and (m.year or 0) >= 1930 + i]
         assert result["pool_size"] == len(expected) > 0
+
+
+def test_the_default_config_dry_runs_the_bundled_example(env) -> None:
+    store, _, instance = env
+    demo = parse_lineup(DEMO_LINEUP.read_bytes(), source=DEMO_LINEUP.name)
+
+    # No run config at all: what the Launchpad launches when its default is left as it opens.
+    ok, run_id = _run(instance, {})
+
+    assert ok
+    report = _report(store, run_id)
+    assert report["dry_run"] is True
+    assert report["lineup_name"] == str(DEMO_LINEUP)
+    assert len(report["channels"]) == len(demo.channels)
+    assert report["channels_failed"] == 0
+    assert sum(_app_counts(store).values()) == 0, "a dry-run writes trace rows only"
+    assert any(r["phase"] == "report" for r in store.traces(run_id))
+
+
+def test_a_relative_path_is_read_from_the_home_and_a_missing_one_says_where(
+    env, tmp_path: Path
+) -> None:
+    store, _, instance = env
+    home = tmp_path / "home"
+    (home / "lineups").mkdir(parents=True)
+    lineups.write(home / "lineups", lineups.genre_lineup(2), "friday.json")
+    files = LineupFilesResource(directory=str(home))
+
+    found = import_job_with(lineup_files=files).execute_in_process(
+        run_config=_config(Path("lineups/friday.json"), dry_run=True), instance=instance
+    )
+    message = _plan_failure(
+        instance, _config(Path("lineups/monday.json"), dry_run=True), lineup_files=files
+    )
+
+    assert found.success
+    assert _report(store, found.run_id)["lineup_name"] == "lineups/friday.json"
+    assert message.startswith("lineups/monday.json: cannot read the lineup file (")
+    assert f"tried {home / 'lineups' / 'monday.json'} " in message
+    assert f"resolved against the airwave home, {home})" in message
 
 
 def test_import_creates_what_the_plan_says_and_reimport_is_a_no_op(env, tmp_path: Path) -> None:

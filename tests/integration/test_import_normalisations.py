@@ -31,7 +31,11 @@ pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration]
 
 def _config(path: Path, *, dry_run: bool) -> dict[str, Any]:
     return {
-        "ops": {"plan_import_lineup": {"config": {"lineup_path": str(path), "dry_run": dry_run}}}
+        "ops": {
+            "plan_import_lineup": {
+                "config": {"lineup": {"file": {"path": str(path)}}, "dry_run": dry_run}
+            }
+        }
     }
 
 

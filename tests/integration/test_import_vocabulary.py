@@ -16,10 +16,10 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from airwave_dagster.definitions import defs
 from airwave_dagster.emulators.plex import start_emulator
 from resources.plex import PlexResource
 from tests.support import lineups
+from tests.support.import_job import import_job_with
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration]
 
@@ -49,11 +49,11 @@ def _lineup() -> dict[str, Any]:
 def _run(
     instance: dg.DagsterInstance, path: Path, emulator: Any, *, dry_run: bool
 ) -> dg.ExecuteInProcessResult:
-    config = {"lineup_path": str(path), "dry_run": dry_run}
-    return defs.resolve_job_def("import_lineup").execute_in_process(
+    config = {"lineup": {"file": {"path": str(path)}}, "dry_run": dry_run}
+    plex = PlexResource(base_url=emulator.url, token=emulator.token)
+    return import_job_with(plex=plex).execute_in_process(
         run_config={"ops": {"plan_import_lineup": {"config": config}}},
         instance=instance,
-        resources={"plex": PlexResource(base_url=emulator.url, token=emulator.token)},
         raise_on_error=False,
     )
 

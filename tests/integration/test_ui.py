@@ -6,19 +6,42 @@ import json
 
 import dagster as dg
 import pytest
+import yaml
 
 from airwave_dagster.cli import launcher
+from airwave_dagster.data import DEMO_LINEUP
 from tests.support import lineups
 from tests.support.channels import import_report
-from tests.support.dagster_dev import Dev
+from tests.support.dagster_dev import LAUNCH, Dev
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 
 
+SCHEMA = """
+query Schema($selector: PipelineSelector!) {
+  runConfigSchemaOrError(selector: $selector) {
+    __typename
+    ... on RunConfigSchema { rootDefaultYaml }
+  }
+}
+"""
+REPOSITORY = {"repositoryLocationName": "airwave", "repositoryName": "__repository__"}
+
+
+def _launch(dev: Dev, run_config: dict) -> dict:
+    """`launchRun` as the Launchpad sends it; the answer, whatever its type."""
+    params = {"selector": {**REPOSITORY, "jobName": "import_lineup"}, "runConfigData": run_config}
+    return dev.graphql(LAUNCH, {"params": params})["launchRun"]
+
+
 def test_ui_launches_an_import_with_typed_config(fresh: Dev, store) -> None:
     config = {
-        "lineup_json": json.dumps(lineups.genre_lineup(2)),
-        "lineup_name": "from-the-ui.json",
+        "lineup": {
+            "inline": {
+                "content": json.dumps(lineups.genre_lineup(2)),
+                "name": "from-the-ui.json",
+            }
+        },
         "dry_run": True,
     }
     run_id = fresh.launch_run("import_lineup", {"ops": {"plan_import_lineup": {"config": config}}})
@@ -27,6 +50,50 @@ def test_ui_launches_an_import_with_typed_config(fresh: Dev, store) -> None:
     report = import_report(store, run_id)
     assert report["lineup_name"] == "from-the-ui.json"
     assert report["dry_run"] is True
+    assert store.counts()["channels"] == 0
+
+
+def test_a_config_without_exactly_one_lineup_is_refused_before_a_run_exists(fresh: Dev) -> None:
+    before = fresh.instance.get_runs_count()
+
+    answers = [
+        _launch(fresh, {"ops": {"plan_import_lineup": {"config": config}}})
+        for config in (
+            {"dry_run": True},
+            {"lineup": {}},
+            {"lineup": {"file": {"path": "a.json"}, "inline": {"content": "{}"}}},
+        )
+    ]
+
+    assert [a["__typename"] for a in answers] == ["RunConfigValidationInvalid"] * 3, answers
+    messages = [" ".join(e["message"] for e in a["errors"]) for a in answers]
+    assert 'Missing required config entry "lineup"' in messages[0]
+    assert "Must specify a field" in messages[1]
+    assert "You can only specify a single field" in messages[2]
+    assert fresh.instance.get_runs_count() == before, "no run was created"
+
+
+def test_the_launchpad_opens_on_a_dry_run_of_the_bundled_example(fresh: Dev, store) -> None:
+    selector = {**REPOSITORY, "pipelineName": "import_lineup"}
+    schema = fresh.graphql(SCHEMA, {"selector": selector})["runConfigSchemaOrError"]
+    assert schema["__typename"] == "RunConfigSchema", schema
+    # What the Launchpad puts in its editor when it opens the job.
+    default = yaml.safe_load(schema["rootDefaultYaml"])
+    assert default["ops"]["plan_import_lineup"]["config"] == {
+        "dry_run": True,
+        "lineup": {"file": {"path": str(DEMO_LINEUP)}},
+    }
+
+    launched = _launch(fresh, default)
+
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    run_id = launched["run"]["runId"]
+    finished = launcher.wait_for_run(fresh.instance, run_id)
+    assert finished.status == dg.DagsterRunStatus.SUCCESS
+    report = import_report(store, run_id)
+    assert report["dry_run"] is True
+    assert report["lineup_name"] == str(DEMO_LINEUP)
+    assert report["channels_failed"] == 0 and len(report["channels"]) == 14
     assert store.counts()["channels"] == 0
 
 

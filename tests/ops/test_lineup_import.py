@@ -14,6 +14,8 @@ from ops.lineup_import.checkpoints import (
     ChannelResult,
     ImportLineupConfig,
     ImportReport,
+    InlineLineupConfig,
+    LineupFileConfig,
     PackagesResult,
     PlannedImport,
     failure_message,
@@ -22,6 +24,7 @@ from ops.lineup_import.checkpoints import (
 )
 from ops.lineup_import.ops import _read_lineup, summarize_import
 from resources.database import DatabaseResource
+from resources.lineup_files import LineupFilesResource
 from tests.support import lineups
 
 pytestmark = pytest.mark.postgres
@@ -117,11 +120,44 @@ def test_dry_run_counts_say_what_would_be_created() -> None:
     assert "channels_created" not in counts and "packages_created" not in counts
 
 
+def _file(path: str) -> ImportLineupConfig:
+    return ImportLineupConfig(lineup=LineupFileConfig(path=path))
+
+
 def test_unreadable_lineup_path_is_a_clear_failure(tmp_path) -> None:
-    with pytest.raises(dg.Failure, match=r"missing\.json: cannot read the lineup file"):
-        _read_lineup(ImportLineupConfig(lineup_path=str(tmp_path / "missing.json")))
-    with pytest.raises(dg.Failure, match="needs `lineup_path` or `lineup_json`"):
-        _read_lineup(ImportLineupConfig())
+    files = LineupFilesResource(directory=str(tmp_path / "elsewhere"))
+    with pytest.raises(dg.Failure, match=r"missing\.json: cannot read the lineup file") as failed:
+        _read_lineup(_file(str(tmp_path / "missing.json")), files)
+    assert f"tried {tmp_path / 'missing.json'} " in str(failed.value.description)
+
+
+def test_a_relative_path_is_read_from_the_home_and_a_missing_one_names_both_paths(
+    tmp_path,
+) -> None:
+    home = tmp_path / "home"
+    (home / "lineups").mkdir(parents=True)
+    (home / "lineups" / "friday.json").write_text('{"version": 1}')
+    files = LineupFilesResource(directory=str(home))
+
+    data, name = _read_lineup(_file("lineups/friday.json"), files)
+
+    assert data == b'{"version": 1}'
+    assert name == "lineups/friday.json", "messages keep the path as it was given"
+    with pytest.raises(dg.Failure) as missing:
+        _read_lineup(_file("lineups/monday.json"), files)
+    description = str(missing.value.description)
+    assert description.startswith("lineups/monday.json: cannot read the lineup file (")
+    assert f"tried {home / 'lineups' / 'monday.json'} " in description
+    assert f"resolved against the airwave home, {home})" in description
+
+
+def test_inline_content_is_read_as_given() -> None:
+    inline = ImportLineupConfig(lineup=InlineLineupConfig(content="{}", name="up.json"))
+    unnamed = ImportLineupConfig(lineup=InlineLineupConfig(content="{}"))
+    files = LineupFilesResource(directory="/nonexistent")
+
+    assert _read_lineup(inline, files) == (b"{}", "up.json")
+    assert _read_lineup(unnamed, files) == (b"{}", "<inline lineup>")
 
 
 def test_a_failed_build_names_the_channel_the_cause_and_the_resume_command() -> None:

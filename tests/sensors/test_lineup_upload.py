@@ -12,6 +12,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from airwave_dagster.definitions import defs
 from airwave_dagster.run_tags import import_key
 from resources.uploads import UploadInboxResource
 from sensors.lineup_upload import SETTLE_SECONDS, evaluate_inbox
@@ -79,7 +80,13 @@ def test_new_file_becomes_one_run_then_moves_to_processed(dagster_instance, tmp_
     assert request.run_key == digest
     assert request.tags["airwave/idempotency_key"] == import_key(content.encode())
     config = request.run_config["ops"]["plan_import_lineup"]["config"]
-    assert json.loads(config["lineup_json"]) == json.loads(content)
+    assert json.loads(config["lineup"]["inline"]["content"]) == json.loads(content)
+    # What the daemon launches, as the job's schema reads it: this file, for real, not the
+    # job's default (a dry-run of the bundled example).
+    resolved = dg.validate_run_config(defs.resolve_job_def("import_lineup"), request.run_config)
+    op_config = resolved["ops"]["plan_import_lineup"]["config"]
+    assert op_config["lineup"]["inline"]["name"] == "lineup.json"
+    assert op_config["dry_run"] is False
     assert (inbox / "lineup.json").exists(), "moves only once its run exists"
 
     third = _tick(dagster_instance, inbox, second.cursor, time.time() + 20)

@@ -140,7 +140,7 @@ class Dev:
 
     def launch_import(self, lineup: dict[str, Any], *, tags: dict[str, str] | None = None) -> str:
         """Launch `import_lineup` of `lineup` (inline) with `tags`."""
-        config = {"lineup_json": json.dumps(lineup), "lineup_name": "crash.json"}
+        config = {"lineup": {"inline": {"content": json.dumps(lineup), "name": "crash.json"}}}
         return self.launch_run(
             "import_lineup", {"ops": {"plan_import_lineup": {"config": config}}}, tags=tags
         )
