@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from airwave_dagster.cli import environment
 from airwave_dagster.settings import Settings
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """`use_demo_home` edits os.environ itself; the session's settings must come back whole."""
+    with mock.patch.dict(os.environ):
+        yield
 
 
 def test_the_demo_home_ignores_every_configured_service(
