@@ -82,3 +82,40 @@ def test_a_maintenance_run_launched_by_hand_when_attached_refuses_with_the_reaso
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert ATTACHED_MAINTENANCE_OFF in str(failure.step_failure_data.error)
+
+
+def test_idle_daemon_polls_stay_off_the_terminal() -> None:
+    # Issue 27.11: `airwave dev` printed two sensor lines every 5 s with nothing to do.
+    import logging
+
+    from airwave_dagster.durability.instance import quiet_idle_sensor_ticks
+
+    quiet_idle_sensor_ticks()
+    quiet_idle_sensor_ticks()  # once per process, however many instances it makes
+    sensors = logging.getLogger("dagster.daemon.SensorDaemon")
+    assert len(sensors.filters) == 1
+
+    def shown(message: str, level: int = logging.INFO) -> bool:
+        record = sensors.makeRecord(sensors.name, level, __file__, 1, message, None, None)
+        return sensors.filter(record)
+
+    assert not shown("Checking for new runs for sensor: lineup_upload_sensor")
+    assert not shown("Sensor lineup_upload_sensor skipped: no new lineup files")
+    assert shown("Sensor lineup_upload_sensor skipped: x.json: run created, moved to processed/")
+    assert shown("Launching run for lineup_upload_sensor")
+    assert shown("Checking for new runs for sensor: x", logging.WARNING)
+
+
+def test_loading_the_definitions_raises_no_beta_warning() -> None:
+    import warnings
+
+    import dagster as dg
+
+    from airwave_dagster.definitions import build_definitions, production_resources
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dg.BetaWarning)
+        warnings.simplefilter("error", dg.PreviewWarning)
+        # Every process that loads the location resolves the repository (code server, run
+        # worker, each step); Dagster's sensor rebinding used to warn there.
+        build_definitions(production_resources(), attached=False).get_repository_def()

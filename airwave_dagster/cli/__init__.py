@@ -70,3 +70,22 @@ main.add_command(worker_command)
 main.add_command(approve_command)
 main.add_command(reject_command)
 main.add_command(approvals_group)
+
+
+def _whole_short_help(group: click.Group) -> None:
+    """Give every command a complete one-line summary for `--help`'s command list.
+
+    Click cuts a summary derived from the docstring to fit a fixed width ("Approve the lineup a
+    run stopped at, and continue its..."); an explicit `short_help` is printed whole and wrapped.
+    The summary is the docstring's first sentence, as click would take it.
+    """
+    for command in group.commands.values():
+        if command.short_help is None and command.help:
+            paragraph = " ".join(command.help.split("\n\n")[0].split())
+            end = paragraph.find(". ")
+            command.short_help = paragraph if end < 0 else paragraph[: end + 1]
+        if isinstance(command, click.Group):
+            _whole_short_help(command)
+
+
+_whole_short_help(main)

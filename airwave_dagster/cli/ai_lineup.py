@@ -203,7 +203,7 @@ def run_lineup(
             json.dumps({"run_id": run.run_id, "status": "SUCCESS", "report": report}) + "\n"
         )
     else:
-        sys.stdout.write(report.get("markdown", ""))
+        console.print_markdown(report.get("markdown", ""))
         console.stdout.print(f"run {run.run_id}: SUCCESS", highlight=False)
     return 0
 

@@ -55,6 +55,7 @@ class Snapshot:
     failed: int = 0
     total: int | None = None  # None until the plan is known
     phase: str | None = None  # the step running now, for jobs with several long phases
+    done: str = "built"  # what `built` counts; a dry-run builds nothing (`DRY_RUN_DONE`)
 
     @property
     def remaining(self) -> int | None:
@@ -65,12 +66,15 @@ class Snapshot:
         """The snapshot as one plain line (for logs and pipes)."""
         parts = [f"phase {self.phase}"] if self.phase else []
         of = "?" if self.total is None else str(self.total)
-        parts.append(f"channels built {self.built}/{of}, failed {self.failed}")
+        parts.append(f"channels {self.done} {self.built}/{of}, failed {self.failed}")
         if self.remaining is not None:
             parts.append(f"remaining {self.remaining}")
         parts.append(f"elapsed {_clock(elapsed)}")
         return "; ".join(parts)
 
+
+DRY_RUN_DONE = "checked (would create)"
+"""`Snapshot.done` of a dry-run import: each channel's pool was resolved, nothing was written."""
 
 Progress = Callable[[], Snapshot]
 """Reads the run's progress; called about twice a second while a command waits."""
@@ -316,7 +320,7 @@ def _live_progress(watch: launcher.RunWatch, progress: Progress, started: float)
         task = display.add_task("queued", total=None, counts="")
         while (queued := _queued_or_finished(watch)) is not None:
             now = patiently(progress, waiting_for=f"run {watch.run_id}")
-            counts = f"built {now.built}, failed {now.failed}"
+            counts = f"{now.done} {now.built}, failed {now.failed}"
             if now.remaining is not None:
                 counts += f", remaining {now.remaining}"
             display.update(
@@ -330,6 +334,21 @@ def _live_progress(watch: launcher.RunWatch, progress: Progress, started: float)
             )
             time.sleep(0.5)
         display.update(task, description="finished")
+
+
+def print_markdown(text: str) -> None:
+    """A Markdown document on stdout: rendered on a terminal, the text itself when piped.
+
+    Piped or redirected, the Markdown is what a script or a file wants (and `--json` carries it
+    unchanged); a person at a terminal reads headings, lists and tables, not `|---:|`.
+    """
+    if stdout.is_terminal:
+        from rich.markdown import Markdown
+
+        stdout.print(Markdown(text))
+    else:
+        stdout.file.write(text)
+        stdout.file.flush()
 
 
 def print_import_report(report: dict[str, Any]) -> None:

@@ -31,7 +31,11 @@ def _report_for(run_id: str) -> dict[str, Any] | None:
 
 
 def _progress(stores: Stores, run_ids: list[str]) -> console.Snapshot:
-    """Channels built and failed so far over a run tree (a resume replays its parent's plan)."""
+    """Channels built and failed so far over a run tree (a resume replays its parent's plan).
+
+    A dry-run builds nothing: its channels count as checked (would create), as its plan row says.
+    """
+    dry_run = False
     total: int | None = None
     built: set[int] = set()
     failed: set[int] = set()
@@ -39,11 +43,17 @@ def _progress(stores: Stores, run_ids: list[str]) -> console.Snapshot:
         for row in stores.channels.traces(run_id):
             if row["phase"] == "plan" and row["output"]:
                 total = row["output"]["counts"]["toCreate"]
+                dry_run = bool(row["dry_run"])
             elif row["phase"] == "channel" and row["step_name"] == "buildChannel":
                 # Every failed attempt is traced; a channel counts as failed only until a later
                 # attempt builds it.
                 (failed if row["status"] == "failed" else built).add(row["channel_number"])
-    return console.Snapshot(built=len(built), failed=len(failed - built), total=total)
+    return console.Snapshot(
+        built=len(built),
+        failed=len(failed - built),
+        total=total,
+        done=console.DRY_RUN_DONE if dry_run else "built",
+    )
 
 
 def import_progress(instance: Any, run_id: str) -> console.Progress:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import click
@@ -20,6 +20,7 @@ from airwave_dagster.cli import console, environment, starts
 from airwave_dagster.run_tags import (
     AI_LINEUP_JOB,
     CANCEL_REASON_TAG,
+    DRY_RUN_TAG,
     IMPORT_LINEUP_JOB,
     LINEUP_TAG,
 )
@@ -111,6 +112,48 @@ def runs_group() -> None:
     """Inspect, resume, re-execute and cancel runs of the instance the UI uses."""
 
 
+def started_cell(timestamp: float | None) -> str:
+    """When a run started, for the table: UTC to the minute (16 characters, never wrapped).
+
+    The column header says UTC; `--json` keeps the full ISO 8601 time with the local offset.
+    """
+    if not timestamp:
+        return ""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def dry_run_cell(value: str | None) -> str:
+    """`yes` for a dry-run import, `no` for a real one, empty for jobs without the choice.
+
+    Args:
+        value: The run's `DRY_RUN_TAG`, if it has one.
+    """
+    return "" if value is None else "yes" if value == "true" else "no"
+
+
+def runs_table(rows: list[dict[str, Any]]) -> Table:
+    """`runs list` as a table: ids and start times are never cut or wrapped."""
+    table = Table()
+    table.add_column("run id", no_wrap=True, min_width=36)  # ids are what users copy: never cut
+    table.add_column("job", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("started (UTC)", no_wrap=True)
+    table.add_column("dry run", no_wrap=True)
+    table.add_column("lineup", overflow="fold")
+    table.add_column("parent", overflow="fold")
+    for row in rows:
+        table.add_row(
+            row["run_id"],
+            row["job"],
+            row["status"],
+            started_cell(row["start_time"]),
+            dry_run_cell(row["dry_run"]),
+            row["lineup"],
+            row["parent"],
+        )
+    return table
+
+
 @runs_group.command("list")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
@@ -120,32 +163,36 @@ def runs_list(limit: int, as_json: bool) -> None:
     rows = []
     for run in instance.get_runs(limit=limit):
         record = instance.get_run_record_by_id(run.run_id)
-        # ISO 8601 with the local offset: a time without one is ambiguous once it is shared.
-        started = (
-            datetime.fromtimestamp(record.start_time).astimezone().isoformat(timespec="seconds")
-            if record and record.start_time
-            else ""
-        )
+        start_time = record.start_time if record and record.start_time else None
         rows.append(
             {
                 "run_id": run.run_id,
                 "job": run.job_name,
                 "status": run.status.value,
-                "started": started,
+                # ISO 8601 with the local offset: a time without one is ambiguous once shared.
+                "started": datetime.fromtimestamp(start_time).astimezone().isoformat("T", "seconds")
+                if start_time
+                else "",
+                "start_time": start_time,
+                "dry_run": run.tags.get(DRY_RUN_TAG),
                 "lineup": run.tags.get(LINEUP_TAG, ""),
                 "parent": run.parent_run_id or "",
             }
         )
     if as_json:
-        print(json.dumps(rows))
+        print(
+            json.dumps(
+                [
+                    {
+                        **{k: v for k, v in row.items() if k != "start_time"},
+                        "dry_run": None if row["dry_run"] is None else row["dry_run"] == "true",
+                    }
+                    for row in rows
+                ]
+            )
+        )
         return
-    table = Table()
-    table.add_column("run id", no_wrap=True, min_width=36)  # ids are what users copy: never cut
-    for column in ("job", "status", "started", "lineup", "parent"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*(str(value) for value in row.values()))
-    console.stdout.print(table)
+    console.stdout.print(runs_table(rows))
 
 
 @runs_group.command("show")

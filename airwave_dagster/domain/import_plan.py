@@ -101,6 +101,10 @@ class PlannedChannel(_Value):
         description="How the file's channel was normalised on import (`path: what was done`), "
         "for the dry-run and the report.",
     )
+    renumber_reason: str | None = Field(
+        default=None,
+        description="Why the channel did not keep its file number (None when it kept it).",
+    )
 
 
 class PlannedPackage(_Value):
@@ -331,12 +335,14 @@ def _assign_numbers(planned: list[PlannedChannel], in_use: frozenset[int]) -> li
     # Pass 1 lets every channel whose number is free keep it, so a collision further down the
     # file never pushes a later channel off a number it could have kept.
     displaced: list[int] = []
+    keeper: dict[int, str] = {}
     for index in order:
         number = planned[index].original_number
         if number < 1 or number in reserved:
             displaced.append(index)
         else:
             reserved.add(number)
+            keeper[number] = planned[index].name
     free = _FreeNumbers(reserved)
     result = list(planned)
     for index in displaced:
@@ -346,15 +352,28 @@ def _assign_numbers(planned: list[PlannedChannel], in_use: frozenset[int]) -> li
             found = free.take_from(1)
         if found is None:  # pragma: no cover (a file holds at most MAX_CHANNELS channels)
             raise ValueError("no free channel number left")
-        result[index] = _renumbered(planned[index], found)
+        if original < 1:
+            why = f"{original} is not a channel number"
+        elif original in in_use:
+            why = f"{original} is taken by a channel already on this server"
+        else:
+            why = f'{original} is kept by "{keeper[original]}", earlier in this file'
+        result[index] = _renumbered(
+            planned[index], found, f"{why}; {found} was the next free number"
+        )
     return result
 
 
-def _renumbered(channel: PlannedChannel, number: int) -> PlannedChannel:
+def _renumbered(channel: PlannedChannel, number: int, reason: str) -> PlannedChannel:
     # A new model from the old one's values, not model_copy: pydantic's compiled validator does
     # this several times faster, and a large file can displace thousands of channels.
     return PlannedChannel(
-        **{**channel.__dict__, "assigned_number": number, "number_reassigned": True}
+        **{
+            **channel.__dict__,
+            "assigned_number": number,
+            "number_reassigned": True,
+            "renumber_reason": reason,
+        }
     )
 
 
@@ -369,6 +388,19 @@ def _plan_packages(
         key=lambda channel: channel.original_number,
     )
     keys = dict.fromkeys(channel.package_key for channel in creates if channel.package_key)
+    # A skipped channel's package is on the server already (it holds the channel's twin) and is
+    # reused as it is: counting it keeps a re-import from reporting "packages reused 0".
+    skipped = sorted(
+        (channel for channel in planned if channel.action != "create"),
+        key=lambda channel: channel.original_number,
+    )
+    keys.update(
+        dict.fromkeys(
+            channel.package_key
+            for channel in skipped
+            if channel.package_key in existing_keys and channel.package_key not in keys
+        )
+    )
     packages: list[PlannedPackage] = []
     for key in keys:
         source = by_key.get(key)

@@ -4,10 +4,14 @@
 (automatic run retries) and the `airwave` CLI all re-execute through `create_resume_run`: the
 mapped steps a crash never started are included, and a re-execution whose op code versions
 changed is refused before any run is created.
+
+Loaded by every Dagster process of the instance, it is also where the daemon's idle sensor ticks
+are kept off the terminal (`quiet_idle_sensor_ticks`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,9 +24,58 @@ from dagster._core.workspace.context import BaseWorkspaceRequestContext
 from airwave_dagster.durability.resume import create_resume_run
 from airwave_dagster.durability.versions import refuse_if_changed
 
+IDLE_SKIP_REASONS = (
+    "no new lineup files",  # sensors/lineup_upload.py, an empty inbox
+    "No new materialization events found for asset key",  # Dagster's asset sensor, nothing new
+)
+"""Skip reasons that only say a sensor looked and found nothing: not worth a terminal line."""
+
+
+ROUTINE_PREFIXES = (
+    "Checking for new runs for sensor: ",  # the sensor daemon, before every evaluation
+    "Collected ",  # the monitoring daemon, every 5 s while a run is in progress ...
+    "Checking run ",  # ... and once per run it looks at
+)
+"""INFO lines the daemons print on every poll, whatever happens."""
+
+
+class _IdleSensorTicks(logging.Filter):
+    """Drops the daemons' per-poll INFO lines and the sensor lines of a tick that found nothing.
+
+    Dagster logs "Checking for new runs for sensor: …" before every evaluation and "Sensor …
+    skipped: …" after it; with the upload sensor every 5 s that was a pair of lines every 5 s in
+    `airwave dev` (issue 27, item 11). A tick that requests a run, skips for a reason worth
+    reading (a rejected or moved file) or fails still prints, and the UI keeps every tick.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO:
+            return True
+        message = record.getMessage()
+        if message.startswith(ROUTINE_PREFIXES):
+            return False
+        return not (
+            message.startswith("Sensor ")
+            and " skipped: " in message
+            and any(reason in message for reason in IDLE_SKIP_REASONS)
+        )
+
+
+def quiet_idle_sensor_ticks() -> None:
+    """Attach `_IdleSensorTicks` to the sensor and monitoring daemons' loggers, once a process."""
+    for name in ("dagster.daemon.SensorDaemon", "dagster.daemon.MonitoringDaemon"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _IdleSensorTicks) for f in logger.filters):
+            logger.addFilter(_IdleSensorTicks())
+
 
 class AirwaveInstance(dg.DagsterInstance):
     """`DagsterInstance` whose from-failure re-execution is complete and version-guarded."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """A plain instance; the daemon's idle sensor ticks stay off the terminal."""
+        super().__init__(*args, **kwargs)
+        quiet_idle_sensor_ticks()
 
     @classmethod
     def config_schema(cls) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from ops.ai_lineup.checkpoints import (
 )
 from ops.ai_lineup.metering import Meter, usage_columns
 from ops.ai_lineup.ops import OP_VERSION, _phase, _stores, _trace
-from ops.ai_lineup.reporting import assemble_report, report_metadata
+from ops.ai_lineup.reporting import approval_wait, assemble_report, report_metadata
 from ops.library_assets import (
     AI_LINEUP_KEY,
 )
@@ -303,7 +303,9 @@ def report_lineup(
                     "(`airwave runs resume`) to build them."
                 )
             )
-        report = assemble_report(analyzed, planned, packages, results, ai)
+        root = context.dagster_run.root_run_id or context.run_id
+        waited = approval_wait(database.stores().approvals.find(root))
+        report = assemble_report(analyzed, planned, packages, results, ai, waited)
         _trace(
             context,
             ai,

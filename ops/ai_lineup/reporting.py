@@ -14,6 +14,7 @@ from airwave_dagster.domain.ai.report import (
 )
 from ops.ai_lineup.checkpoints import AnalyzedLibrary, CreatedPackages, PlannedLineup
 from resources.stores.ai import AiStore, media_items
+from resources.stores.approvals import Interrupt
 
 
 def assemble_report(
@@ -22,11 +23,14 @@ def assemble_report(
     packages: CreatedPackages,
     results: list[ChannelBuildResult],
     ai: AiStore,
+    approval_wait_seconds: float = 0.0,
 ) -> LineupReport:
     """Remove AI packages left without channels, then report builds and the ledger's spend.
 
     Spend counts every model call of the lineup (planner, retries and failed attempts included),
-    read from the ledger rather than from the results, which only know their own attempt.
+    read from the ledger rather than from the results, which only know their own attempt. The
+    duration is working time: the wall time since the analysis less `approval_wait_seconds`,
+    the time the plan waited for a person (reported beside it).
     """
     settings = analyzed.settings
     removed = set(ai.remove_empty_ai_packages([packages.ids[k] for k in packages.created]))
@@ -52,12 +56,22 @@ def assemble_report(
         prices=settings.prices,
         dropped=planned.sanitized.dropped_channels,
         budget_usd=settings.budget_usd,
-        duration_seconds=(datetime.now(UTC) - settings.started_at).total_seconds(),
+        duration_seconds=max(
+            (datetime.now(UTC) - settings.started_at).total_seconds() - approval_wait_seconds, 0.0
+        ),
+        approval_wait_seconds=approval_wait_seconds,
         quality=measure_built_lineup(
             media_items(ai, settings.source_id), results, offered=planned.offered
         ),
     )
     return _priced_per_call(report, ai.cost_by_model(settings.ledger_id))
+
+
+def approval_wait(interrupt: Interrupt | None) -> float:
+    """Seconds between the gate asking and a person answering (0 when it never asked)."""
+    if interrupt is None or interrupt.resolved_at is None:
+        return 0.0
+    return max((interrupt.resolved_at - interrupt.created_at).total_seconds(), 0.0)
 
 
 def _priced_per_call(report: LineupReport, costs: dict[str, float | None]) -> LineupReport:

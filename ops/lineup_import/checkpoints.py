@@ -96,6 +96,9 @@ class ChannelResult(BaseModel):
     pool_size: int | None = None
     schedule_slots: int | None = None
     number_reassigned: bool = False
+    renumber_reason: str | None = Field(
+        default=None, description="Why the channel did not keep its file number."
+    )
     adopted: bool = Field(
         default=False, description="Built by an earlier attempt of this channel and adopted."
     )
@@ -124,6 +127,7 @@ class ChannelResult(BaseModel):
             dry_run=dry_run,
             reason=reason,
             number_reassigned=channel.number_reassigned,
+            renumber_reason=channel.renumber_reason,
         )
 
 
@@ -178,6 +182,14 @@ def failure_message(channel: PlannedChannel, cause: str, run_id: str) -> str:
     )
 
 
+def note(channel: ChannelResult) -> str:
+    """The outcome table's note: why the number changed, then the build's own reason."""
+    renumbered = channel.renumber_reason or (
+        "renumbered: the file's number was not free" if channel.number_reassigned else None
+    )
+    return "; ".join(part for part in (renumbered, channel.reason) if part)
+
+
 def outcome_rows(report: ImportReport) -> list[dict[str, str | int | None]]:
     """One row per channel of the report, by number, with `OUTCOME_COLUMNS` as keys."""
     rows: list[dict[str, str | int | None]] = []
@@ -191,7 +203,7 @@ def outcome_rows(report: ImportReport) -> list[dict[str, str | int | None]]:
                 "status": channel_status(c),
                 "pool": c.pool_size,
                 "slots": c.schedule_slots,
-                "note": c.reason or "",
+                "note": note(c),
             }
         )
     return rows

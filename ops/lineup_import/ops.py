@@ -348,8 +348,10 @@ def summarize_import(
     report = ImportReport(
         lineup_name=planned.lineup_name,
         dry_run=planned.dry_run,
-        packages_created=sum(1 for p in plan.packages if p.action == "create"),
-        packages_reused=sum(1 for p in plan.packages if p.action == "reuse"),
+        # What the packages step found, not what the plan expected: a package created between
+        # the plan and the step (or by a crashed attempt) was reused, not created.
+        packages_created=len(packages.created) + len(packages.would_create),
+        packages_reused=len(packages.reused),
         channels_created=sum(1 for r in results if r.status == "created" and not r.disabled),
         channels_skipped=len(skipped),
         channels_disabled=sum(1 for r in results if r.status == "created" and r.disabled),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -9,9 +10,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
-from airwave_dagster.cli import main
-from airwave_dagster.cli.console import ExitCode, Snapshot
+from airwave_dagster.cli import console, lineup_files, main
+from airwave_dagster.cli.console import DRY_RUN_DONE, ExitCode, Snapshot
+from airwave_dagster.cli.runs import runs_table, started_cell
 from airwave_dagster.cli.webserver import _first_paragraph, announce, find
 
 
@@ -83,3 +86,76 @@ def test_graphql_errors_are_worded_without_the_exception_class() -> None:
     message = "airwave_dagster.durability.versions.CodeVersionChanged: op changed\n\nStack: …"
     assert _first_paragraph(message) == "op changed"
     assert _first_paragraph("plain words") == "plain words"
+
+
+def test_help_lists_every_command_with_its_whole_first_sentence() -> None:
+    # Click derives a summary cut to the width left over ("and continue its..."); issue 27.11.
+    for args in ([], ["runs"], ["db"], ["approvals"]):
+        output = CliRunner().invoke(main, [*args, "--help"], terminal_width=80).output
+        listed = output.split("Commands:")[1]
+        assert "..." not in listed, output
+    listing = " ".join(CliRunner().invoke(main, ["--help"], terminal_width=80).output.split())
+    assert "Approve the lineup a run stopped at, and continue its run tree" in listing
+    assert "Run the Dagster UI, daemon and code server (`dagster dev`; private Postgres" in listing
+
+
+def test_runs_table_keeps_start_times_on_one_line_and_shows_dry_runs() -> None:
+    rows = [
+        {
+            "run_id": f"{n}" * 8 + "-1111-2222-3333-444455556666",
+            "job": "import_lineup",
+            "status": "SUCCESS",
+            "start_time": 1_796_000_000.0 + n,
+            "dry_run": dry_run,
+            "lineup": "a-rather-long-lineup-file-name.json",
+            "parent": "",
+        }
+        for n, dry_run in ((1, "true"), (2, "false"), (3, None))
+    ]
+    narrow = Console(width=100, file=io.StringIO(), color_system=None)
+    narrow.print(runs_table(rows))
+    text = narrow.file.getvalue()  # type: ignore[attr-defined]
+    assert text.count("2026-11-30 00:53") == 3, text
+    assert "dry run" in text
+    lines = {line.split("│")[1].strip(): line for line in text.splitlines() if "-4444" in line}
+    assert [lines[r["run_id"]].split("│")[5].strip() for r in rows] == ["yes", "no", ""]
+    assert started_cell(None) == ""
+
+
+def test_a_dry_run_progress_never_says_built() -> None:
+    class Traces:
+        def traces(self, run_id: str) -> list[dict[str, object]]:
+            plan = {"phase": "plan", "output": {"counts": {"toCreate": 2}}, "dry_run": True}
+            channel = {
+                "phase": "channel",
+                "step_name": "buildChannel",
+                "status": "created",
+                "channel_number": 101,
+            }
+            return [plan, channel]
+
+    class Stores:
+        channels = Traces()
+
+    snapshot = lineup_files._progress(Stores(), ["r"])  # type: ignore[arg-type]
+    assert snapshot.done == DRY_RUN_DONE
+    line = snapshot.line(3)
+    assert "built" not in line
+    assert "channels checked (would create) 1/2" in line
+
+
+def test_the_ai_report_is_rendered_on_a_terminal_and_plain_when_piped(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    markdown = (
+        "## AI lineup report (offline)\n\n- Channels: 2 built\n\n| # | channel |\n|---:|---|\n"
+    )
+    terminal = Console(width=80, file=io.StringIO(), force_terminal=True, color_system=None)
+    monkeypatch.setattr(console, "stdout", terminal)
+    console.print_markdown(markdown)
+    shown = terminal.file.getvalue()  # type: ignore[attr-defined]
+    assert "AI lineup report (offline)" in shown
+    assert "##" not in shown and "|---" not in shown and "- Channels" not in shown
+    monkeypatch.setattr(console, "stdout", Console(file=None, force_terminal=False))
+    console.print_markdown(markdown)
+    assert capsys.readouterr().out == markdown

@@ -195,7 +195,12 @@ def test_worked_example_of_the_spec() -> None:
 def test_replanning_after_a_successful_import_skips_everything() -> None:
     first = plan_import(spec_lineup(), WORKED_STATE)
     again = plan_import(spec_lineup(), state_after(first, WORKED_STATE))
-    assert again.packages == ()
+    # The skipped channels' packages exist and are reused: the report must not say "reused 0".
+    assert [(p.key, p.action) for p in again.packages] == [
+        ("late-night", "reuse"),
+        ("family-room", "reuse"),
+        ("time-machine", "reuse"),
+    ]
     assert again.counts == PlanCounts(to_create=0, skip_duplicate=9, disabled=0, reassigned=0)
     assert {c.skip_reason for c in again.channels} == {ALREADY_ON_INSTANCE}
     assert all(c.assigned_number == c.original_number for c in again.channels)
@@ -433,3 +438,18 @@ def test_a_package_missing_from_a_hand_built_lineup_gets_a_stub() -> None:
         "create",
         None,
     )
+
+
+def test_a_renumbered_channel_says_why() -> None:
+    # Issue 27.11: the report showed "105 (was 101)" with an empty note.
+    plan = plan_import(
+        lineup(channel(5, "First"), channel(5, "Second"), channel(6, "Third"), channel(0, "Zero")),
+        InstanceState(channel_numbers=frozenset({6})),
+    )
+    reasons = {c.name: (c.assigned_number, c.renumber_reason) for c in plan.channels}
+    assert reasons == {
+        "First": (5, None),
+        "Second": (7, '5 is kept by "First", earlier in this file; 7 was the next free number'),
+        "Third": (8, "6 is taken by a channel already on this server; 8 was the next free number"),
+        "Zero": (1, "0 is not a channel number; 1 was the next free number"),
+    }

@@ -61,10 +61,18 @@ def test_report_fails_naming_channels_without_a_build_result(
     assert "2 planned channel(s) have no build result: 101, 102" in str(missing.value.description)
 
 
+RENUMBERED = "101 is taken by a channel already on this server; 105 was the next free number"
+
+
 def test_report_table_marks_renumbering_and_dry_runs() -> None:
     channels = [
         _result(105, "Rock | Roll").model_copy(
-            update={"original_number": 101, "number_reassigned": True, "pool_size": 12}
+            update={
+                "original_number": 101,
+                "number_reassigned": True,
+                "pool_size": 12,
+                "renumber_reason": RENUMBERED,
+            }
         ),
         _result(7).model_copy(update={"dry_run": True, "disabled": True}),
         _result(9).model_copy(update={"status": "failed", "reason": "number 9 was taken"}),
@@ -87,7 +95,7 @@ def test_report_table_marks_renumbering_and_dry_runs() -> None:
     assert [tuple(row.values()) for row in rows] == [
         ("7", "c", "", "would create (disabled)", None, None, ""),
         ("9", "c", "", "failed", None, None, "number 9 was taken"),
-        ("105 (was 101)", "Rock | Roll", "", "created", 12, None, ""),
+        ("105 (was 101)", "Rock | Roll", "", "created", 12, None, RENUMBERED),
     ]
     table = outcome_table(report)
     assert table.schema is not None

@@ -89,13 +89,23 @@ class LineupQuality(BaseModel):
     genres_without_channel: tuple[str, ...] = ()
     cut_short_callsigns: tuple[str, ...] = ()
     untrue_descriptions: tuple[str, ...] = ()
+    unmeasured: tuple[str, ...] = Field(
+        default=(),
+        description="Built channels left out: their filter uses a field the snapshot lacks.",
+    )
 
     def lines(self) -> list[str]:
         """The measures as short text lines (CLI and report)."""
         worst = ", ".join(f"{p.a} / {p.b} {p.jaccard:.2f}" for p in self.worst_pairs) or "none"
+        left_out = (
+            f"; {len(self.unmeasured)} built channel(s) not measured, their filters use a field "
+            f"the library snapshot cannot answer: {', '.join(self.unmeasured)}"
+            if self.unmeasured
+            else ""
+        )
         return [
-            f"channels: {self.channels} ({self.channels_sized} with enough items and hours; "
-            f"{self.whole_library_channels} whole-library or whole-type)",
+            f"channels: {self.channels} measured ({self.channels_sized} with enough items and "
+            f"hours; {self.whole_library_channels} whole-library or whole-type){left_out}",
             f"overlap: median Jaccard {self.median_jaccard:.2f}, max {self.max_jaccard:.2f} "
             f"({worst}); strict-subset pairs {self.strict_subset_pairs}",
             f"coverage: {self.runtime_covered:.1%} of the library's runtime on some channel; "

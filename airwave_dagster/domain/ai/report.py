@@ -152,7 +152,12 @@ class LineupReport(BaseModel):
     unpriced_models: tuple[str, ...] = ()
     budget_usd: float | None = None
     cache_read_ratio: float = 0.0
-    duration_seconds: float = 0.0
+    duration_seconds: float = Field(
+        default=0.0, description="Working time: the run tree's wall time minus the approval wait."
+    )
+    approval_wait_seconds: float = Field(
+        default=0.0, description="Time the plan waited at the approval gate for a person."
+    )
     quality: LineupQuality | None = Field(
         default=None, description="The built lineup's measures (overlap, coverage, audience)."
     )
@@ -239,6 +244,7 @@ def build_report(
     budget_usd: float | None = None,
     duration_seconds: float = 0.0,
     quality: LineupQuality | None = None,
+    approval_wait_seconds: float = 0.0,
 ) -> LineupReport:
     """Aggregate a run into its report.
 
@@ -252,8 +258,9 @@ def build_report(
         prices: Price table; defaults when None.
         dropped: Channels the sanitiser removed.
         budget_usd: The run's budget, if any.
-        duration_seconds: Wall time of the run so far.
+        duration_seconds: Working time of the run tree so far (without the approval wait).
         quality: The built lineup's measures (`measure_built_lineup`), if taken.
+        approval_wait_seconds: How long the plan waited at the approval gate.
 
     Returns:
         The report.
@@ -280,6 +287,7 @@ def build_report(
         budget_usd=budget_usd,
         cache_read_ratio=round(total_usage(usage_by_model).cache_read_ratio, 4),
         duration_seconds=round(duration_seconds, 1),
+        approval_wait_seconds=round(approval_wait_seconds, 1),
         quality=quality,
     )
 
@@ -306,6 +314,13 @@ def measure_built_lineup(
     Returns:
         The measures.
     """
+    built = [r for r in sorted(results, key=lambda r: (r.number, r.key)) if r.status == "created"]
+    measured = [
+        r
+        for r in built
+        if r.envelope is not None
+        and answerable(r.envelope.filter, networks=bool(show_networks), exclude=r.exclude)
+    ]
     channels = [
         BuiltChannel(
             name=r.name,
@@ -313,12 +328,12 @@ def measure_built_lineup(
             callsign=r.callsign,
             description=r.description,
         )
-        for r in sorted(results, key=lambda r: (r.number, r.key))
-        if r.status == "created"
-        and r.envelope is not None
-        and answerable(r.envelope.filter, networks=bool(show_networks), exclude=r.exclude)
+        for r in measured
+        if r.envelope is not None
     ]
-    return lineup_quality(items, channels)
+    # Said in the report: "12 built" beside a quality section of 10 channels read as a mistake.
+    unmeasured = tuple(r.name for r in built if r not in measured)
+    return lineup_quality(items, channels).model_copy(update={"unmeasured": unmeasured})
 
 
 def _usd(value: float | None) -> str:
@@ -351,9 +366,18 @@ def render_markdown(report: LineupReport) -> str:
     if report.unpriced_models:
         lines.append("- Unpriced models (not in the total): " + ", ".join(report.unpriced_models))
     lines.append(f"- Prompt-cache read ratio: {report.cache_read_ratio:.1%}")
-    lines.append(f"- Duration: {report.duration_seconds:.1f} s")
+    duration = f"- Duration: {report.duration_seconds:.1f} s working"
+    if report.approval_wait_seconds:
+        duration += f", plus {report.approval_wait_seconds:.1f} s waiting for approval"
+    lines.append(duration)
     if report.quality is not None:
-        lines += ["", "### Lineup quality", ""]
+        measured = report.quality.channels
+        scope = (
+            ""
+            if measured == report.channels_built
+            else f" ({measured} of the {report.channels_built} built channels)"
+        )
+        lines += ["", f"### Lineup quality{scope}", ""]
         lines += [f"- {line}" for line in report.quality.lines()]
     if report.spend:
         lines += [

@@ -13,6 +13,7 @@ from airwave_dagster.domain.ai.prompts import (
     render_channel_brief,
     render_planner_prompt,
 )
+from airwave_dagster.domain.ai.quality import lineup_quality
 from airwave_dagster.domain.ai.report import (
     BUDGET_REASON,
     ChannelBuildResult,
@@ -277,3 +278,24 @@ def test_prompts_are_static_and_the_brief_carries_the_channel() -> None:
     )
     assert prompt.startswith("CONTEXT\n\nEXISTING PACKAGES")
     assert 'kids — "Kids" (preset, 0 channels)' in prompt
+
+
+def test_the_duration_is_working_time_with_the_approval_wait_beside_it() -> None:
+    # Issue 27.11: a 28-second run stopped 532.8 s at the gate was reported as 560.8 s.
+    report = _report().model_copy(update={"duration_seconds": 28.0, "approval_wait_seconds": 532.8})
+    assert "- Duration: 28.0 s working, plus 532.8 s waiting for approval" in (
+        render_markdown(report)
+    )
+    assert "- Duration: 12.3 s working\n" in render_markdown(_report())
+
+
+def test_a_quality_section_over_fewer_channels_than_were_built_says_so() -> None:
+    # Noir is built but its filter cannot be answered on the snapshot: not measured.
+    quality = lineup_quality([], []).model_copy(update={"unmeasured": ("Noir",)})
+    text = render_markdown(_report().model_copy(update={"quality": quality}))
+    assert "### Lineup quality (0 of the 1 built channels)" in text
+    assert "1 built channel(s) not measured" in text and ": Noir" in text
+    measured = lineup_quality([], [])
+    assert "### Lineup quality\n" in render_markdown(
+        _report().model_copy(update={"quality": measured.model_copy(update={"channels": 1})})
+    )
