@@ -661,6 +661,23 @@ channel_schedule_state = _private(
     _tz_now("updated_at"),
 )
 
+# An AI channel on air that an `ai_lineup` run rebuilds because its approved diff kept it: the
+# packages step parks its row (negative number, disabled) instead of deleting it, and the report
+# step deletes it once its rebuild committed, or puts it back as it was and notes where and why
+# (ops/ai_lineup/reporting.py).
+ai_parked_channel = _private(
+    "ai_parked_channel",
+    sa.Column("channel_id", sa.Text, _private_fk("channel.id"), primary_key=True),
+    sa.Column("ledger_id", sa.Text, nullable=False),
+    sa.Column("previous_number", sa.Integer, nullable=False),
+    sa.Column("previous_enabled", sa.Boolean, nullable=False),
+    _tz_now("parked_at"),
+    # Set when the report step put the channel back (its rebuild did not commit): where, and why.
+    sa.Column("restored_number", sa.Integer),
+    sa.Column("note", sa.Text),
+    sa.Index("ai_parked_channel_ledger_id", "ledger_id"),
+)
+
 # One durable interrupt per approval gate of a run tree (resources/stores/approvals.py): the run
 # stops at the gate and ends; whoever answers first flips `status` from 'open' in one conditional
 # UPDATE, so concurrent answers have exactly one winner.

@@ -235,7 +235,10 @@ def _awaiting(instance: Any, run_id: str, *, as_json: bool) -> int:
     default=0,
     show_default=True,
     type=click.IntRange(min=0),
-    help="Build at most N channels (0 = all).",
+    help="A trial: build only N channels of the plan (round-robin across its packages) and "
+    "remove nothing; AI channels on air that none of them replaces (same name) stay as they "
+    "are, listed as 'kept' in the approval diff. 0 (default) builds the whole plan and "
+    "replaces the previous AI lineup.",
 )
 @click.option(
     "--budget-usd",

@@ -92,10 +92,16 @@ def print_interrupt(interrupt: Interrupt) -> None:
     if interrupt.continuation_run_id:
         out.print(f"  continued as run {interrupt.continuation_run_id}", highlight=False)
     diff = interrupt.payload.get("diff", {})
-    for kind in ("removed", "created", "renumbered", "unchanged"):
+    for kind, title in (
+        ("removed", "removed"),
+        ("created", "created"),
+        ("renumbered", "renumbered"),
+        ("unchanged", "unchanged"),
+        ("kept", "kept as they are (beyond the limit)"),
+    ):
         entries = diff.get(kind, [])
         if entries:
-            out.print(_entries_table(f"{kind} ({len(entries)})", entries))
+            out.print(_entries_table(f"{title} ({len(entries)})", entries))
     untouched = diff.get("untouched", [])
     if untouched:
         table = Table(title=f"untouched manual/preset ({len(untouched)})", title_justify="left")

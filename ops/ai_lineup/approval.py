@@ -10,14 +10,25 @@ checkpoint, the gate step runs again, finds the approval and lets the writes pro
 """
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
-from airwave_dagster.domain.ai.lineup_diff import LineupDiff, OnAirChannel, diff_lineup
+from airwave_dagster.domain.ai.lineup_diff import (
+    LineupDiff,
+    OnAirChannel,
+    diff_lineup,
+    signature,
+)
 from airwave_dagster.domain.ai.models import expected_build_calls, min_cacheable_tokens
-from airwave_dagster.domain.ai.numbering import ExistingChannel, assign_numbers, build_order
+from airwave_dagster.domain.ai.numbering import (
+    ExistingChannel,
+    LineupNumbering,
+    assign_numbers,
+    build_order,
+)
+from airwave_dagster.domain.ai.plan import LineupPlan
 from airwave_dagster.domain.ai.prompts import (
     CONTEXT_HEADING,
     WORKER_SYSTEM_PROMPT,
@@ -39,6 +50,7 @@ from ops.steps import versioned_op
 from resources.database import DatabaseResource
 from resources.llm import LlmCallError, LlmResource, MissingApiKeyError, PromptMeasure
 from resources.prices import call_cost
+from resources.stores.ai import AiStore
 from resources.stores.approvals import Interrupt
 
 GATE_ID = "approve-plan:v1"
@@ -63,24 +75,38 @@ def number_ai_channels(
 
     Each package owns a block of 100 from 1000; numbers other channels hold are skipped. `limit`
     picks the builds round-robin across packages, but every planned channel gets its number.
+    With a `limit` the run removes nothing: every AI channel on air that no selected channel
+    replaces (same name) is kept as it is — its number stays taken, and a plan package with the
+    name of its AI package is filed into that package.
     """
     settings = analyzed.settings
     _, ai = _stores(database)
     plan = planned.sanitized.plan
     with _phase(context, ai, "numberChannels", "numbering"):
-        live, package_ids = ai.numbering_state(settings.source_id)
-        reuse = {
-            p.key: package_ids[p.existing_key]
-            for p in plan.packages
-            if p.existing_key and p.existing_key in package_ids
-        }
-        numbering = assign_numbers(
-            plan,
-            live.keys(),
-            package_ids=reuse,
-            existing_channels=[ExistingChannel(number=n, package_id=p) for n, p in live.items()],
-        )
-    selected = build_order(numbering, settings.limit or None)
+        numbering = _number(ai, settings.source_id, plan, keep=())
+        selected = build_order(numbering, settings.limit or None)
+        kept: list[int] = []
+        reuse_ai: dict[str, str] = {}
+        if settings.limit > 0:
+            chosen = [c.key for c in selected]
+            replaced = {signature(plan.channel(key).name) for key in chosen}
+            kept = sorted(
+                row["number"]
+                for row in ai.on_air(settings.source_id)
+                if row["origin"] == "ai" and signature(row["name"]) not in replaced
+            )
+            surviving = {
+                signature(name): key
+                for name, key in ai.surviving_ai_packages(settings.source_id, kept).items()
+            }
+            reuse_ai = {
+                p.key: surviving[signature(p.name)]
+                for p in plan.packages
+                if not p.existing_key and signature(p.name) in surviving
+            }
+            numbering = _number(ai, settings.source_id, plan, keep=kept, reuse_ai=reuse_ai)
+            by_key = numbering.by_key()
+            selected = [by_key[key] for key in chosen]
     if len(selected) < len(numbering.channels):
         context.log.info(f"planned {len(numbering.channels)} channels; building {len(selected)}")
     _trace(
@@ -94,8 +120,40 @@ def number_ai_channels(
             "selected": [c.number for c in selected],
         },
     )
-    context.add_output_metadata({"numbered": len(numbering.channels), "selected": len(selected)})
-    return NumberedLineup(numbering=numbering, selected=[c.number for c in selected])
+    context.add_output_metadata(
+        {"numbered": len(numbering.channels), "selected": len(selected), "kept": len(kept)}
+    )
+    return NumberedLineup(
+        numbering=numbering, selected=[c.number for c in selected], kept=kept, reuse=reuse_ai
+    )
+
+
+def _number(
+    ai: AiStore,
+    source_id: str,
+    plan: LineupPlan,
+    *,
+    keep: Sequence[int],
+    reuse_ai: Mapping[str, str] | None = None,
+) -> LineupNumbering:
+    """The plan numbered against the state the wipe will leave (`keep` stays on air)."""
+    live, package_ids = ai.numbering_state(source_id, keep)
+    reuse = {
+        p.key: package_ids[p.existing_key]
+        for p in plan.packages
+        if p.existing_key and p.existing_key in package_ids
+    }
+    reuse |= {
+        key: package_ids[package_key]
+        for key, package_key in (reuse_ai or {}).items()
+        if package_key in package_ids
+    }
+    return assign_numbers(
+        plan,
+        live.keys(),
+        package_ids=reuse,
+        existing_channels=[ExistingChannel(number=n, package_id=p) for n, p in live.items()],
+    )
 
 
 def estimate_cost(
@@ -221,6 +279,7 @@ def diff_metadata(diff: LineupDiff, estimate: CostEstimate) -> dict[str, dg.Meta
             ("created", diff.created),
             ("renumbered", diff.renumbered),
             ("unchanged", diff.unchanged),
+            ("kept (beyond the limit)", diff.kept),
         )
         for e in entries
     ]
@@ -241,6 +300,7 @@ def diff_metadata(diff: LineupDiff, estimate: CostEstimate) -> dict[str, dg.Meta
         ("AI channels created", str(len(diff.created))),
         ("AI channels renumbered", str(len(diff.renumbered))),
         ("AI channels unchanged", str(len(diff.unchanged))),
+        ("AI channels kept as they are (limit)", str(len(diff.kept))),
         ("manual/preset channels untouched", str(len(diff.untouched))),
         ("AI packages removed", ", ".join(diff.removed_packages) or "—"),
         ("AI packages created", ", ".join(diff.created_packages) or "—"),
@@ -318,13 +378,15 @@ def approve_lineup(
     ai, approvals = stores.ai, stores.approvals
     with _phase(context, ai, "approveLineup", "approval"):
         on_air = [OnAirChannel(**row) for row in ai.on_air(settings.source_id)]
-        # Only what will be built: with a `limit`, the channels left out are not created (and
-        # an AI channel on air that only they would have replaced is removed).
+        # Only what will be built: with a `limit`, the channels left out are not created, and
+        # every AI channel on air that no selected channel replaces is kept as it is.
         diff = diff_lineup(
             on_air,
-            ai.doomed_package_names(settings.source_id),
+            ai.doomed_package_names(settings.source_id, numbered.kept),
             planned.sanitized.plan.only(numbered.selected_keys()),
             numbered.numbering,
+            keep=numbered.kept,
+            reused_packages=numbered.reuse.keys(),
         )
         spent = ai.ledger(settings.ledger_id).spent_usd
         selected = planned.sanitized.plan.only(numbered.selected_keys()).channels()
@@ -397,7 +459,9 @@ def approve_lineup(
         raise dg.Failure(
             description=(
                 f"AWAITING APPROVAL ({GATE_ID}): {why}; {len(diff.created)} created, "
-                f"{len(diff.renumbered)} renumbered, {len(diff.unchanged)} unchanged; expected "
+                f"{len(diff.renumbered)} renumbered, {len(diff.unchanged)} unchanged"
+                + (f", {len(diff.kept)} kept as they are (limit)" if diff.kept else "")
+                + "; expected "
                 "build cost "
                 + (
                     "unpriced"

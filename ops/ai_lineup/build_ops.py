@@ -35,7 +35,13 @@ from ops.ai_lineup.checkpoints import (
 )
 from ops.ai_lineup.metering import Meter, usage_columns
 from ops.ai_lineup.ops import OP_VERSION, _phase, _stores, _trace
-from ops.ai_lineup.reporting import approval_wait, assemble_report, report_metadata
+from ops.ai_lineup.reporting import (
+    UnsettledChannels,
+    approval_wait,
+    assemble_report,
+    report_metadata,
+    settle_parked,
+)
 from ops.library_assets import (
     AI_LINEUP_KEY,
 )
@@ -68,6 +74,7 @@ def create_ai_packages(
     context: dg.OpExecutionContext,
     analyzed: AnalyzedLibrary,
     planned: PlannedLineup,
+    numbered: NumberedLineup,
     approved: ApprovedLineup,
     database: DatabaseResource,
 ) -> CreatedPackages:
@@ -75,7 +82,9 @@ def create_ai_packages(
 
     Runs only once the approval gate passed (approved, pre-approved by `confirm_wipe`, or not
     needed by the policy). Only AI-generated rows of this source are wiped; manual and preset
-    rows are never touched.
+    rows are never touched. Only what the approved diff removes is deleted: the channels it
+    keeps and rebuilds (`unchanged`, `renumbered`) are parked until `report_lineup` settles
+    them, and those a `limit` keeps (`kept`) are left alone.
     """
     settings = analyzed.settings
     _, ai = _stores(database)
@@ -85,6 +94,12 @@ def create_ai_packages(
     )
     plan = planned.sanitized.plan
     reuse = {p.key: p.existing_key for p in plan.packages if p.existing_key}
+    reuse |= numbered.reuse
+    park = [
+        e.previous_number
+        for e in (*approved.diff.unchanged, *approved.diff.renumbered)
+        if e.previous_number is not None
+    ]
     create = [
         NewPackage(
             plan_key=p.key,
@@ -96,7 +111,14 @@ def create_ai_packages(
         )
         for p in plan.packages
     ]
-    wiped, ids, created = ai.replace_ai_packages(settings.source_id, reuse=reuse, create=create)
+    wiped, ids, created = ai.replace_ai_packages(
+        settings.source_id,
+        reuse=reuse,
+        create=create,
+        keep=numbered.kept,
+        park=park,
+        ledger_id=settings.ledger_id,
+    )
     reused = [key for key in ids if key not in created]
     _trace(
         context,
@@ -106,6 +128,8 @@ def create_ai_packages(
         status="ok",
         output={
             "wiped": {"channels": wiped.channels, "packages": wiped.packages},
+            "parked": wiped.parked,
+            "kept": len(numbered.kept),
             "created": created,
             "reused": reused,
         },
@@ -114,6 +138,7 @@ def create_ai_packages(
         {
             "wiped_channels": wiped.channels,
             "wiped_packages": wiped.packages,
+            "parked_channels": wiped.parked,
             "created": len(created),
             "reused": len(reused),
         }
@@ -284,12 +309,15 @@ def report_lineup(
     packages: CreatedPackages,
     numbered: NumberedLineup,
     results: list[ChannelBuildResult],
+    approved: ApprovedLineup,
     database: DatabaseResource,
 ) -> LineupReport:
-    """Collect every build into the report; remove AI packages that ended up empty.
+    """Settle the kept channels, collect every build into the report, remove empty AI packages.
 
     Fails loudly if a selected channel has no build result (for example after a crash that a
-    plain re-execution did not repair), naming the missing channel numbers. Spend counts every
+    plain re-execution did not repair), naming the missing channel numbers. Then keeps the
+    approval's promise (`settle_parked`): a channel the approved diff kept whose rebuild did
+    not commit is put back on air as it was, and the report says so. Spend counts every
     model call of the lineup from the ledger: planner, retries and failed attempts included.
     """
     _, ai = _stores(database)
@@ -303,9 +331,17 @@ def report_lineup(
                     "(`airwave runs resume`) to build them."
                 )
             )
+        try:
+            kept = settle_parked(
+                ai, analyzed.settings.ledger_id, approved.diff, numbered, packages, results
+            )
+        except UnsettledChannels as error:
+            raise dg.Failure(description=str(error)) from error
+        for channel in kept:
+            context.log.warning(channel.describe())
         root = context.dagster_run.root_run_id or context.run_id
         waited = approval_wait(database.stores().approvals.find(root))
-        report = assemble_report(analyzed, planned, packages, results, ai, waited)
+        report = assemble_report(analyzed, planned, packages, results, ai, kept, waited)
         _trace(
             context,
             ai,
@@ -319,6 +355,7 @@ def report_lineup(
         context.add_output_metadata(metadata)
         context.log.info(
             f"AI lineup: {report.channels_built} built, {len(report.skipped)} skipped, "
-            f"{len(report.failed)} failed; ${report.total_usd:.4f}"
+            f"{len(report.failed)} failed, {len(report.kept_old)} kept as they were; "
+            f"${report.total_usd:.4f}"
         )
         return report

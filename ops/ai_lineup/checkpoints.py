@@ -46,8 +46,11 @@ class AiLineupConfig(dg.Config):
 
     limit: int = Field(
         default=0,
-        description="Build at most this many channels, picked round-robin across packages; "
-        "0 builds all. Never shrinks the plan: every planned channel is numbered.",
+        description="A trial: build only this many channels of the plan (picked round-robin "
+        "across packages) and remove nothing — every AI channel on air that none of them "
+        "replaces (same name) stays as it is, and the approval diff lists it as 'kept'. "
+        "0 builds the whole plan and replaces the previous AI lineup (AI channels the plan "
+        "drops are removed, after approval).",
     )
     budget_usd: float | None = Field(
         default=None,
@@ -214,6 +217,16 @@ class NumberedLineup(BaseModel):
 
     numbering: LineupNumbering
     selected: list[int]
+    kept: list[int] = Field(
+        default_factory=list,
+        description="Numbers of the AI channels on air a `limit` leaves as they are (their "
+        "numbers count as taken).",
+    )
+    reuse: dict[str, str] = Field(
+        default_factory=dict,
+        description="Plan package key → key of the AI package on air (kept by a `limit`) "
+        "it is filed into, matched by name.",
+    )
 
     def selected_keys(self) -> set[str]:
         """Plan keys of the channels selected to build (all of them without a limit)."""

@@ -32,14 +32,17 @@ def ai_lineup_executor(start_method: str = "forkserver") -> dg.ExecutorDefinitio
     "verifying agent (anthropic or offline), within a budget.",
 )
 def ai_lineup():
-    """Analyze → context → packages → plan → numbers → approval gate → wipe → builds → report."""
+    """Analyze → context → packages → plan → numbers → approval gate → wipe → builds → report.
+
+    The report step settles what the wipe parked: nothing the approved diff kept leaves the air.
+    """
     analyzed = analyze_library()
     shared = build_shared_context(analyzed)
     existing = list_existing_packages(analyzed)
     planned = plan_lineup(analyzed, shared, existing)
     numbered = number_ai_channels(analyzed, planned)
     approved = approve_lineup(analyzed, shared, planned, numbered)
-    packages = create_ai_packages(analyzed, planned, approved)
+    packages = create_ai_packages(analyzed, planned, numbered, approved)
     builds = fan_out_ai_builds(analyzed, planned, numbered, packages)
     results = builds.map(lambda task: build_ai_channel(task, shared))
-    report_lineup(analyzed, planned, packages, numbered, results.collect())
+    report_lineup(analyzed, planned, packages, numbered, results.collect(), approved)

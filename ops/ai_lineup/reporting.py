@@ -5,16 +5,85 @@ from typing import Any
 
 import dagster as dg
 
+from airwave_dagster.domain.ai.lineup_diff import LineupDiff
 from airwave_dagster.domain.ai.report import (
     ChannelBuildResult,
+    KeptChannel,
     LineupReport,
     PackageSummary,
     build_report,
     measure_built_lineup,
 )
-from ops.ai_lineup.checkpoints import AnalyzedLibrary, CreatedPackages, PlannedLineup
+from ops.ai_lineup.checkpoints import (
+    AnalyzedLibrary,
+    CreatedPackages,
+    NumberedLineup,
+    PlannedLineup,
+)
 from resources.stores.ai import AiStore, media_items
 from resources.stores.approvals import Interrupt
+
+
+class UnsettledChannels(RuntimeError):
+    """Kept channels that could not be put back: every number they could take is held."""
+
+
+def settle_parked(
+    ai: AiStore,
+    ledger_id: str,
+    diff: LineupDiff,
+    numbered: NumberedLineup,
+    packages: CreatedPackages,
+    results: list[ChannelBuildResult],
+) -> list[KeptChannel]:
+    """Keep the approval's promise: no channel the approved diff kept leaves the air.
+
+    Every channel the packages step parked (the diff listed it `unchanged` or `renumbered`, so
+    it was rebuilt) is settled here, whatever happened to its build: if the rebuild committed,
+    the old row is deleted — the replacement the diff announced. Otherwise (skipped, failed,
+    budget, no result at all) the old row is put back on air as it was, at its planned number
+    (free, since that build released its claim) or else its old one, in its plan package.
+    Each channel is settled in its own transaction with its parked record (marked restored,
+    with the reason), so a resumed report settles only what is left and still reports every
+    channel the lineup put back.
+
+    Raises:
+        UnsettledChannels: A channel could take neither number; it stays parked.
+    """
+    entries = {
+        e.previous_number: e
+        for e in (*diff.unchanged, *diff.renumbered)
+        if e.previous_number is not None
+    }
+    planned = {c.number: c for c in numbered.numbering.channels}
+    by_key = {r.key: r for r in results}
+    stuck: list[str] = []
+    for parked in ai.parked(ledger_id):
+        entry = entries.get(parked.previous_number)
+        channel = planned.get(entry.number) if entry and entry.number is not None else None
+        result = by_key.get(channel.key) if channel is not None else None
+        if result is not None and result.status == "created":
+            ai.drop_parked(parked.channel_id)
+            continue
+        numbers = [n for n in (channel.number if channel else None, parked.previous_number) if n]
+        package_id = packages.ids.get(channel.package_key) if channel is not None else None
+        reason = (
+            "its rebuild has no result"
+            if result is None
+            else f"its rebuild was {result.status} because {result.reason or 'no reason given'}"
+        )
+        if ai.restore_parked(parked, list(dict.fromkeys(numbers)), package_id, reason) is None:
+            stuck.append(f"{parked.previous_number} ({parked.name})")
+    if stuck:
+        raise UnsettledChannels(
+            "the approved diff kept these channels and their rebuild did not commit, but every "
+            f"number they could take back is held now: {', '.join(stuck)}. Free one and resume "
+            "the run; until then they stay off air (parked)."
+        )
+    return [
+        KeptChannel(number=number, previous_number=previous, name=name, reason=note)
+        for number, previous, name, note in ai.restored(ledger_id)
+    ]
 
 
 def assemble_report(
@@ -23,14 +92,16 @@ def assemble_report(
     packages: CreatedPackages,
     results: list[ChannelBuildResult],
     ai: AiStore,
+    kept_old: list[KeptChannel] | None = None,
     approval_wait_seconds: float = 0.0,
 ) -> LineupReport:
     """Remove AI packages left without channels, then report builds and the ledger's spend.
 
     Spend counts every model call of the lineup (planner, retries and failed attempts included),
-    read from the ledger rather than from the results, which only know their own attempt. The
-    duration is working time: the wall time since the analysis less `approval_wait_seconds`,
-    the time the plan waited for a person (reported beside it).
+    read from the ledger rather than from the results, which only know their own attempt.
+    `kept_old` are the channels `settle_parked` put back (before this, so their package is not
+    removed as empty). The duration is working time: the wall time since the analysis less
+    `approval_wait_seconds`, the time the plan waited for a person (reported beside it).
     """
     settings = analyzed.settings
     removed = set(ai.remove_empty_ai_packages([packages.ids[k] for k in packages.created]))
@@ -64,6 +135,7 @@ def assemble_report(
             media_items(ai, settings.source_id), results, offered=planned.offered
         ),
     )
+    report = report.model_copy(update={"kept_old": tuple(kept_old or ())})
     return _priced_per_call(report, ai.cost_by_model(settings.ledger_id))
 
 
@@ -156,6 +228,7 @@ def report_metadata(report: LineupReport) -> dict[str, Any]:
         "channels_built": report.channels_built,
         "channels_skipped": len(report.skipped),
         "channels_failed": len(report.failed),
+        "channels_kept_old": len(report.kept_old),
         "total_usd": report.total_usd,
         "cache_read_ratio": report.cache_read_ratio,
         **report.quality_metadata(),

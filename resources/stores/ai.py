@@ -7,7 +7,8 @@ six concurrent builds in six processes see one running total without a lock of t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -49,6 +50,7 @@ class WipeCounts:
     channels: int
     packages: int
     schedule_items: int
+    parked: int = 0
 
     @property
     def anything(self) -> bool:
@@ -81,6 +83,22 @@ class NewPackage:
     tint: str
 
 
+def _unsettled() -> sa.Select[tuple[str]]:
+    """Ids of the channels parked by a lineup and not settled yet (never wiped meanwhile)."""
+    k = t.ai_parked_channel.c
+    return sa.select(k.channel_id).where(k.restored_number.is_(None))
+
+
+@dataclass(frozen=True)
+class ParkedChannel:
+    """An AI channel set aside while the lineup that kept it rebuilds it."""
+
+    channel_id: str
+    previous_number: int
+    previous_enabled: bool
+    name: str
+
+
 def _money(value: Decimal | float | None) -> float | None:
     return None if value is None else float(value)
 
@@ -92,17 +110,21 @@ class AiStore:
         self.engine = engine
         self.deployment = deployment or Deployment()
 
-    def _wiped(self, source_id: str) -> sa.ColumnElement[bool]:
+    def _wiped(self, source_id: str, keep: Collection[int] = ()) -> sa.ColumnElement[bool]:
         """The channels an AI wipe deletes.
 
         Standalone: the source's AI channels. Attached: every AI channel of every source, as
         Airwave's own wipe does (docs/reference/airwave-database.md §5.2), so a lineup built
-        here replaces exactly what Airwave's builder would.
+        here replaces exactly what Airwave's builder would. Never the channels numbered in
+        `keep` (those a `limit` leaves on air), nor parked ones (`park_kept`).
         """
         c = t.channel.c
+        spared = [c.id.not_in(_unsettled())]
+        if keep:
+            spared.append(c.number.not_in(sorted(keep)))
         if self.deployment.attached:
-            return c.ai_generated.is_(True)
-        return sa.and_(c.ai_generated.is_(True), c.media_source_id == source_id)
+            return sa.and_(c.ai_generated.is_(True), *spared)
+        return sa.and_(c.ai_generated.is_(True), c.media_source_id == source_id, *spared)
 
     def _in_scope(self, source_id: str) -> sa.ColumnElement[bool]:
         """The channels the lineup diff shows: the source's, or all of them when attached."""
@@ -379,13 +401,15 @@ class AiStore:
             for r in rows
         ]
 
-    def wipe_counts(self, source_id: str, conn: Connection | None = None) -> WipeCounts:
+    def wipe_counts(
+        self, source_id: str, conn: Connection | None = None, keep: Collection[int] = ()
+    ) -> WipeCounts:
         """What wiping the source's previous AI lineup deletes (read only)."""
         if conn is None:
             with self.engine.connect() as own:
-                return self.wipe_counts(source_id, own)
+                return self.wipe_counts(source_id, own, keep)
         c = t.channel.c
-        ai_channels = sa.select(c.id).where(self._wiped(source_id))
+        ai_channels = sa.select(c.id).where(self._wiped(source_id, keep))
         channels = conn.execute(
             sa.select(sa.func.count()).select_from(ai_channels.subquery())
         ).scalar_one()
@@ -394,16 +418,21 @@ class AiStore:
             .select_from(t.schedule_item)
             .where(t.schedule_item.c.channel_id.in_(ai_channels))
         ).scalar_one()
-        packages = len(self._doomed_packages(conn, source_id))
+        packages = len(self._doomed_packages(conn, source_id, keep))
         return WipeCounts(channels=channels, packages=packages, schedule_items=items)
 
-    def _doomed_packages(self, conn: Connection, source_id: str) -> list[str]:
-        """AI packages that hold no AI channel the wipe keeps (another source's, standalone)."""
+    def _doomed_packages(
+        self, conn: Connection, source_id: str, keep: Collection[int] = ()
+    ) -> list[str]:
+        """AI packages that hold no AI channel the wipe keeps (another source's, standalone, or
+        one a `limit` leaves on air). A parked channel keeps no package: it is put back into
+        its plan package, or deleted."""
         c = t.channel.c
         p = t.channel_package.c
         others = sa.select(c.package_id).where(
             c.ai_generated.is_(True),
-            sa.not_(self._wiped(source_id)),
+            sa.not_(self._wiped(source_id, keep)),
+            c.id.not_in(_unsettled()),
             c.package_id.is_not(None),
         )
         return list(
@@ -418,6 +447,9 @@ class AiStore:
         *,
         reuse: Mapping[str, str],
         create: Sequence[NewPackage],
+        keep: Collection[int] = (),
+        park: Collection[int] = (),
+        ledger_id: str = "",
     ) -> tuple[WipeCounts, dict[str, str], list[str]]:
         """Wipe the source's AI lineup and create the plan's packages, in ONE transaction.
 
@@ -426,23 +458,38 @@ class AiStore:
         (manual or preset channels filed into one are detached first, never deleted). Because it
         is one transaction, a failed attempt leaves nothing behind and a retry converges.
 
+        Channels numbered in `keep` stay as they are. Channels numbered in `park` (the approved
+        diff kept them, and they are rebuilt) are not deleted but parked for the lineup
+        `ledger_id`: number negated, disabled, recorded in `ai_parked_channel`, so the report
+        step can delete each once its rebuild committed or put it back (`settle_parked`). A
+        retry finds them parked already and leaves them so.
+
         Args:
             source_id: The media source whose AI lineup is replaced.
-            reuse: Plan package key → existing package key (non-AI packages; looked up after the
-                wipe, a key that no longer exists gets a new package instead).
+            reuse: Plan package key → existing package key (non-AI packages, or AI packages a
+                `limit` leaves on air; looked up after the wipe, a key that no longer exists
+                gets a new package instead).
             create: New packages; keys are re-checked against what exists after the wipe.
+            keep: Numbers of AI channels on air that stay untouched.
+            park: Numbers of AI channels on air to park while they are rebuilt.
+            ledger_id: The lineup that parks them (its root run id).
 
         Returns:
-            (what was wiped, plan key → package id, plan keys of packages created).
+            (what was wiped — `parked` counted apart —, plan key → package id, plan keys of
+            packages created).
         """
         c = t.channel.c
         p = t.channel_package.c
         ids: dict[str, str] = {}
         created: list[str] = []
         with self.engine.begin() as conn:
-            wiped = self.wipe_counts(source_id, conn)
-            doomed = self._doomed_packages(conn, source_id)
-            conn.execute(t.channel.delete().where(self._wiped(source_id)))
+            self._park(conn, source_id, park, ledger_id)
+            wiped = dataclasses.replace(
+                self.wipe_counts(source_id, conn, keep),
+                parked=len(self.parked(ledger_id, conn)),
+            )
+            doomed = self._doomed_packages(conn, source_id, keep)
+            conn.execute(t.channel.delete().where(self._wiped(source_id, keep)))
             if doomed:
                 conn.execute(
                     t.channel.update().where(c.package_id.in_(doomed)).values(package_id=None)
@@ -504,28 +551,34 @@ class AiStore:
                 for row in conn.execute(query)
             ]
 
-    def doomed_package_names(self, source_id: str) -> list[str]:
+    def doomed_package_names(self, source_id: str, keep: Collection[int] = ()) -> list[str]:
         """Names of the AI packages that replacing the source's AI lineup would delete."""
         with self.engine.connect() as conn:
-            ids = self._doomed_packages(conn, source_id)
+            ids = self._doomed_packages(conn, source_id, keep)
             if not ids:
                 return []
             p = t.channel_package.c
             return list(conn.execute(sa.select(p.name).where(p.id.in_(ids))).scalars())
 
-    def numbering_state(self, source_id: str) -> tuple[dict[int, str | None], dict[str, str]]:
+    def numbering_state(
+        self, source_id: str, keep: Collection[int] = ()
+    ) -> tuple[dict[int, str | None], dict[str, str]]:
         """Live state as it will be right after the wipe, read without writing anything.
+
+        Args:
+            source_id: The media source whose AI lineup is replaced.
+            keep: Numbers of AI channels the wipe leaves on air (a `limit`'s).
 
         Returns:
             (number → package id of every channel that survives the wipe — all but this
-            source's AI channels —, key → id of every package that survives it).
+            source's AI channels not in `keep` —, key → id of every package that survives it).
         """
         c = t.channel.c
         p = t.channel_package.c
         with self.engine.connect() as conn:
-            doomed = set(self._doomed_packages(conn, source_id))
+            doomed = set(self._doomed_packages(conn, source_id, keep))
             rows = conn.execute(
-                sa.select(c.number, c.package_id).where(sa.not_(self._wiped(source_id)))
+                sa.select(c.number, c.package_id).where(sa.not_(self._wiped(source_id, keep)))
             )
             numbers = {
                 row.number: None if row.package_id in doomed else row.package_id for row in rows
@@ -536,6 +589,129 @@ class AiStore:
                 if row.id not in doomed
             }
         return numbers, packages
+
+    def surviving_ai_packages(self, source_id: str, keep: Collection[int]) -> dict[str, str]:
+        """Name → key of the AI packages that still hold a channel of `keep` after the wipe."""
+        if not keep:
+            return {}
+        c = t.channel.c
+        p = t.channel_package.c
+        with self.engine.connect() as conn:
+            doomed = set(self._doomed_packages(conn, source_id, keep))
+            rows = conn.execute(
+                sa.select(p.id, p.key, p.name)
+                .where(p.ai_generated.is_(True))
+                .where(p.id.in_(sa.select(c.package_id).where(c.number.in_(sorted(keep)))))
+            ).all()
+        return {row.name: row.key for row in rows if row.id not in doomed}
+
+    # -- parked channels (kept by the approved diff, rebuilt by the run) -----------------------
+
+    def _park(
+        self, conn: Connection, source_id: str, numbers: Collection[int], ledger_id: str
+    ) -> None:
+        """Set the AI channels numbered `numbers` aside for `ledger_id` (`replace_ai_packages`)."""
+        if not numbers:
+            return
+        c = t.channel.c
+        rows = conn.execute(
+            sa.select(c.id, c.number, c.enabled).where(
+                c.ai_generated.is_(True),
+                self._in_scope(source_id),
+                c.number.in_(sorted(numbers)),
+                c.id.not_in(_unsettled()),
+            )
+        ).all()
+        for row in rows:
+            # A record of an earlier lineup that put this channel back is history now.
+            conn.execute(
+                t.ai_parked_channel.delete().where(t.ai_parked_channel.c.channel_id == row.id)
+            )
+            conn.execute(
+                t.ai_parked_channel.insert().values(
+                    channel_id=row.id,
+                    ledger_id=ledger_id,
+                    previous_number=row.number,
+                    previous_enabled=row.enabled,
+                )
+            )
+            conn.execute(
+                t.channel.update().where(c.id == row.id).values(number=-row.number, enabled=False)
+            )
+
+    def parked(self, ledger_id: str, conn: Connection | None = None) -> list[ParkedChannel]:
+        """The channels the lineup `ledger_id` parked and has not settled yet, by old number."""
+        if conn is None:
+            with self.engine.connect() as own:
+                return self.parked(ledger_id, own)
+        k = t.ai_parked_channel.c
+        rows = conn.execute(
+            sa.select(k.channel_id, k.previous_number, k.previous_enabled, t.channel.c.name)
+            .select_from(t.ai_parked_channel.join(t.channel, t.channel.c.id == k.channel_id))
+            .where(k.ledger_id == ledger_id, k.restored_number.is_(None))
+            .order_by(k.previous_number)
+        ).all()
+        return [
+            ParkedChannel(
+                channel_id=row.channel_id,
+                previous_number=row.previous_number,
+                previous_enabled=row.previous_enabled,
+                name=row.name,
+            )
+            for row in rows
+        ]
+
+    def restored(self, ledger_id: str) -> list[tuple[int, int, str, str]]:
+        """(number, previous number, name, note) of every channel the lineup put back."""
+        k = t.ai_parked_channel.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(k.restored_number, k.previous_number, t.channel.c.name, k.note)
+                .select_from(t.ai_parked_channel.join(t.channel, t.channel.c.id == k.channel_id))
+                .where(k.ledger_id == ledger_id, k.restored_number.is_not(None))
+                .order_by(k.previous_number)
+            ).all()
+        return [(r.restored_number, r.previous_number, r.name, r.note or "") for r in rows]
+
+    def drop_parked(self, channel_id: str) -> None:
+        """Delete a parked channel: its rebuild committed, as the approved diff said."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                t.channel.delete().where(
+                    t.channel.c.id == channel_id,
+                    t.channel.c.id.in_(sa.select(t.ai_parked_channel.c.channel_id)),
+                )
+            )
+
+    def restore_parked(
+        self, parked: ParkedChannel, numbers: Sequence[int], package_id: str | None, note: str
+    ) -> int | None:
+        """Put a parked channel back on air at the first free number of `numbers`.
+
+        One transaction: the row gets that number, `package_id` and its old `enabled`, and its
+        parked record is marked restored with `note` (why), which `restored` reads back for a
+        resumed report. Returns the number, or None when every number is taken (the channel
+        stays parked; a resume tries again).
+        """
+        c = t.channel.c
+        with self.engine.begin() as conn:
+            taken = set(
+                conn.execute(sa.select(c.number).where(c.number.in_(list(numbers)))).scalars()
+            )
+            free = next((n for n in numbers if n not in taken), None)
+            if free is None:
+                return None
+            conn.execute(
+                t.channel.update()
+                .where(c.id == parked.channel_id)
+                .values(number=free, package_id=package_id, enabled=parked.previous_enabled)
+            )
+            conn.execute(
+                t.ai_parked_channel.update()
+                .where(t.ai_parked_channel.c.channel_id == parked.channel_id)
+                .values(restored_number=free, note=note)
+            )
+        return free
 
     def channel_numbers(self) -> dict[int, str | None]:
         """Every channel number on the instance with its package id (live state)."""

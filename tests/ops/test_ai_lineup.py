@@ -195,7 +195,14 @@ def test_a_previous_lineup_is_only_replaced_when_confirmed(
     manual = _rows(store, t.channel, t.channel.c.id == "manual-ch")
     assert manual[0]["package_id"] == "manual-pkg" and manual[0]["number"] == 7
     packages = [r for r in ai.traces(replaced.run_id) if r["phase"] == "packages"]
-    assert packages[0]["output"]["wiped"]["channels"] == 2
+    # Both channels are kept (same names) and rebuilt: parked by the wipe, not deleted, and
+    # deleted by the report once their rebuild committed (tests/ops/test_approval_gate.py).
+    assert packages[0]["output"]["wiped"]["channels"] == 0
+    assert packages[0]["output"]["parked"] == 2
+    with store.engine.connect() as conn:
+        assert (
+            conn.execute(sa.select(sa.func.count()).select_from(t.ai_parked_channel)).scalar() == 0
+        )
 
 
 def _limited_plan() -> dict[str, Any]:

@@ -191,3 +191,105 @@ def test_a_budget_of_exactly_one_calls_price_stops_the_next_call(
     assert _worker_requests(stub) == 1  # the first call fits the budget, the second cannot
     ledger = AiStore(store.engine).ledger(result.run_id)
     assert ledger.spent_usd <= 1.0
+
+
+# -- the approval promise (issue 27 item 8): nothing on air is removed unless the diff said so --
+
+
+def _give_up_on(name: str):
+    """A worker that gives up on channel `name` (its rebuild ends skipped); others commit."""
+
+    def fail(channel: str, index: int) -> dict[str, Any] | None:
+        if channel != name:
+            return None
+        return {
+            "kind": "tool_use",
+            "name": "give_up",
+            "input": {"reason": "it repeats a channel of the new lineup"},
+        }
+
+    return fail
+
+
+def _definitions(store, channel_id: str) -> list[tuple[Any, ...]]:
+    d = t.channel_definition.c
+    with store.engine.connect() as conn:
+        return [
+            tuple(map(str, r))
+            for r in conn.execute(
+                sa.select(d.mode, d.sort_index, d.plex_filter)
+                .where(d.channel_id == channel_id)
+                .order_by(d.sort_index)
+            )
+        ]
+
+
+def _lineup_report(store, run_id: str) -> dict[str, Any]:
+    rows = [r for r in AiStore(store.engine).traces(run_id) if r["phase"] == "report"]
+    assert len(rows) == 1
+    return rows[0]["output"]
+
+
+def test_a_kept_channel_whose_rebuild_is_skipped_stays_on_air(
+    synced, store, stub, dagster_instance
+) -> None:
+    stub.responder = ScriptedModel(small_plan(("Drama", "Comedy", "Action")))
+    assert _run(dagster_instance, lineup_config(stub, provider="anthropic")).success
+    before = {c["name"]: c for c in _ai_channels(store)}
+    comedy_definitions = _definitions(store, before["Comedy TV"]["id"])
+    # The new plan keeps every channel and adds one: the default policy does not ask. The
+    # rebuild of "Comedy TV" then ends skipped.
+    stub.responder = ScriptedModel(
+        small_plan(("Drama", "Comedy", "Action", "Horror")), fail=_give_up_on("Comedy TV")
+    )
+
+    result = _run(dagster_instance, lineup_config(stub, provider="anthropic"))
+
+    assert result.success
+    gate = result.output_for_node("approve_lineup")
+    assert gate.decision == "auto" and gate.diff.removed == ()
+    after = {c["name"]: c for c in _ai_channels(store)}
+    assert set(after) == {"Drama TV", "Comedy TV", "Action TV", "Horror TV"}
+    # The old row of the channel whose rebuild was skipped is back, on air, as it was.
+    comedy = after["Comedy TV"]
+    assert comedy["id"] == before["Comedy TV"]["id"] and comedy["enabled"]
+    assert comedy["number"] == before["Comedy TV"]["number"]
+    assert _definitions(store, comedy["id"]) == comedy_definitions
+    # The channels rebuilt as approved are replaced.
+    assert after["Drama TV"]["id"] != before["Drama TV"]["id"]
+    report = _lineup_report(store, result.run_id)
+    kept = report["kept_old"]
+    assert [(k["name"], k["number"]) for k in kept] == [("Comedy TV", comedy["number"])]
+    assert "it repeats a channel of the new lineup" in kept[0]["reason"]
+    markdown = AiStore(store.engine).traces(result.run_id)
+    text = next(r for r in markdown if r["phase"] == "report")["output"]["markdown"]
+    assert f"kept the old channel {comedy['number']} (Comedy TV): its rebuild was skipped" in text
+
+
+def test_a_limit_builds_a_sample_and_removes_nothing(synced, store, stub, dagster_instance) -> None:
+    stub.responder = ScriptedModel(small_plan(("Drama", "Comedy", "Action")))
+    assert _run(dagster_instance, lineup_config(stub, provider="anthropic")).success
+    before = {c["name"]: c for c in _ai_channels(store)}
+    # The full plan drops Action; a limit of 2 builds Drama (moods) and Horror (thrills).
+    stub.responder = ScriptedModel(small_plan(("Drama", "Comedy", "Horror", "Crime")))
+
+    result = _run(dagster_instance, lineup_config(stub, provider="anthropic", limit=2))
+
+    assert result.success, "a limit removes nothing, so the default policy does not ask"
+    diff = result.output_for_node("approve_lineup").diff
+    assert diff.removed == () and diff.removed_packages == ()
+    assert [e.name for e in diff.created] == ["Horror TV"]
+    assert [e.name for e in (*diff.unchanged, *diff.renumbered)] == ["Drama TV"]
+    assert sorted((e.name, e.number) for e in diff.kept) == sorted(
+        (name, before[name]["number"]) for name in ("Comedy TV", "Action TV")
+    )
+    after = {c["name"]: c for c in _ai_channels(store)}
+    assert set(after) == {"Drama TV", "Comedy TV", "Action TV", "Horror TV"}
+    for name in ("Comedy TV", "Action TV"):  # beyond the limit: untouched
+        assert after[name]["id"] == before[name]["id"]
+        assert after[name]["number"] == before[name]["number"]
+        assert after[name]["package_id"] == before[name]["package_id"]
+    assert after["Drama TV"]["id"] != before["Drama TV"]["id"]
+    with store.engine.connect() as conn:
+        names = list(conn.execute(sa.select(t.channel_package.c.name)).scalars())
+    assert sorted(names) == ["Moods", "Thrills"], "a package on air is reused, not doubled"

@@ -61,6 +61,7 @@ API (stable; every model is a frozen pydantic model that round-trips through JSO
   `with_overrides`), `DEFAULT_PRICES`, `cost_usd(model, usage, table)`, `summarise_cost`,
   `CostSummary`, `remaining_budget`, `budget_exhausted`, `worst_case_call_cost`.
 - `report`: `ChannelBuildResult` (`.of(numbered, channel, outcome)`), `PackageSummary`,
-  `LineupReport` (`.quality`, `.quality_metadata()`), `build_report(..., quality=None)`,
-  `measure_built_lineup(items, results, show_networks=None)`, `render_markdown(report)`.
+  `KeptChannel`, `LineupReport` (`.quality`, `.quality_metadata()`, `.kept_old`),
+  `build_report(..., quality=None)`, `measure_built_lineup(items, results,
+  show_networks=None)`, `render_markdown(report)`.
 """

@@ -4,17 +4,20 @@
 with the numbered plan. A channel's *signature* is its name, case-folded with whitespace
 collapsed: a planned channel with the signature of an AI channel on air is the same channel,
 `unchanged` when it keeps its number and `renumbered` otherwise; every other planned channel is
-`created`, every other AI channel on air `removed`. Packages compare the same way by name. Manual
-and preset channels are never touched by an AI lineup and are listed as `untouched`.
+`created`, every other AI channel on air `removed` — except those a `limit` leaves on air
+(`kept`: a limited run builds a sample of the plan and removes nothing). Packages compare the
+same way by name. Manual and preset channels are never touched by an AI lineup and are listed as
+`untouched`.
 
-Every AI row of the source is still replaced (deleted and built again) when the lineup is
-applied; the diff says what a viewer will see change, and `removes_anything` is what the
+An `unchanged` or `renumbered` channel is rebuilt when the lineup is applied; the job keeps its
+old row until the rebuild commits and puts it back if the rebuild does not, so nothing the diff
+does not list as `removed` leaves the air. `removes_anything` is what the
 `auto_when_nothing_removed` approval policy looks at.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -57,6 +60,8 @@ class LineupDiff(BaseModel):
     unchanged: tuple[DiffEntry, ...]
     renumbered: tuple[DiffEntry, ...]
     untouched: tuple[OnAirChannel, ...]
+    kept: tuple[DiffEntry, ...] = ()
+    """AI channels on air a `limit` leaves as they are (same number, not rebuilt)."""
     removed_packages: tuple[str, ...]
     created_packages: tuple[str, ...]
     kept_packages: tuple[str, ...]
@@ -77,6 +82,9 @@ def diff_lineup(
     ai_packages: Sequence[str],
     plan: LineupPlan,
     numbering: LineupNumbering,
+    *,
+    keep: Collection[int] = (),
+    reused_packages: Collection[str] = (),
 ) -> LineupDiff:
     """Compare what is on air with the numbered plan.
 
@@ -86,13 +94,16 @@ def diff_lineup(
         plan: The sanitised plan, restricted to the channels that will be built
             (`LineupPlan.only` with a run's `limit`).
         numbering: The plan's numbers (computed as if the wipe had happened).
+        keep: Numbers of AI channels on air that stay as they are (a `limit`'s).
+        reused_packages: Plan package keys filed into an AI package that stays on air.
 
     Returns:
         The diff; entries sorted by number (removals by their old number).
     """
     numbers = numbering.by_key()
     package_names = {p.key: p.name for p in plan.packages}
-    previous = {signature(c.name): c for c in on_air if c.origin == "ai"}
+    kept = [c for c in on_air if c.origin == "ai" and c.number in keep]
+    previous = {signature(c.name): c for c in on_air if c.origin == "ai" and c.number not in keep}
     planned: dict[str, DiffEntry] = {}
     for package in plan.packages:
         for channel in package.channels:
@@ -119,6 +130,10 @@ def diff_lineup(
             e for e in entries if e.previous_number is not None and e.previous_number != e.number
         ),
         untouched=tuple(sorted((c for c in on_air if c.origin != "ai"), key=lambda c: c.number)),
+        kept=tuple(
+            DiffEntry(name=c.name, package=c.package, number=c.number, previous_number=c.number)
+            for c in sorted(kept, key=lambda c: c.number)
+        ),
         removed_packages=tuple(
             sorted(name for key, name in old_packages.items() if key not in planned_packages)
         ),
@@ -126,10 +141,16 @@ def diff_lineup(
             sorted(
                 p.name
                 for p in plan.packages
-                if signature(p.name) not in old_packages and not p.existing_key
+                if signature(p.name) not in old_packages
+                and not p.existing_key
+                and p.key not in reused_packages
             )
         ),
         kept_packages=tuple(
-            sorted(p.name for p in plan.packages if signature(p.name) in old_packages)
+            sorted(
+                p.name
+                for p in plan.packages
+                if signature(p.name) in old_packages or p.key in reused_packages
+            )
         ),
     )

@@ -127,6 +127,29 @@ class ModelSpend(BaseModel):
     usd: float | None = Field(description="None: the model has no price.")
 
 
+class KeptChannel(BaseModel):
+    """An AI channel on air the approved diff kept whose rebuild did not commit: put back as it was.
+
+    `reason` says why, e.g. "its rebuild was skipped because commit refused: …".
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    number: int = Field(description="Where it is on air after the run.")
+    previous_number: int
+    name: str
+    reason: str
+
+    def describe(self) -> str:
+        """One line for the report."""
+        moved = (
+            f" (at {self.number}, its planned number)"
+            if self.number != self.previous_number
+            else ""
+        )
+        return f"kept the old channel {self.previous_number} ({self.name}){moved}: {self.reason}"
+
+
 class LineupReport(BaseModel):
     """The outcome of an AI lineup run.
 
@@ -143,6 +166,11 @@ class LineupReport(BaseModel):
     channels_selected: int = Field(description="Channels the fan-out was asked to build (limit).")
     built: tuple[ChannelBuildResult, ...] = ()
     skipped: tuple[ChannelBuildResult, ...] = ()
+    kept_old: tuple[KeptChannel, ...] = Field(
+        default=(),
+        description="Channels the approved diff kept whose rebuild did not commit: their old "
+        "row is back on air.",
+    )
     failed: tuple[ChannelBuildResult, ...] = ()
     dropped: tuple[DroppedChannel, ...] = Field(
         default=(), description="Channels the sanitiser removed from the plan."
@@ -401,6 +429,9 @@ def render_markdown(report: LineupReport) -> str:
         if rows:
             lines += ["", f"### {title}", ""]
             lines += [f"- {r.number} {r.name}: {r.reason or 'no reason given'}" for r in rows]
+    if report.kept_old:
+        lines += ["", "### Kept on air (the approved diff kept them)", ""]
+        lines += [f"- {k.describe()}" for k in report.kept_old]
     if report.dropped:
         lines += ["", "### Dropped by the sanitiser", ""]
         lines += [f"- {d.name} ({d.channel_key}): {d.reason}" for d in report.dropped]

@@ -38,3 +38,23 @@ def test_a_first_lineup_removes_nothing() -> None:
 
     assert not diff.removes_anything and len(diff.created) == 2
     assert signature(" A  b ") == signature("a B")
+
+
+def test_channels_a_limit_keeps_are_listed_kept_never_removed() -> None:
+    plan = sanitize_plan(small_plan(("Drama", "Horror"))).plan
+    numbering = assign_numbers(plan, [1050, 1051])
+    moods = plan.packages[0].key
+    on_air = [
+        OnAirChannel(number=1050, name="Comedy TV", package="Moods", origin="ai"),
+        OnAirChannel(number=1051, name="Action TV", package="Thrills", origin="ai"),
+    ]
+
+    diff = diff_lineup(on_air, [], plan, numbering, keep=[1050, 1051], reused_packages=[moods])
+
+    assert diff.removed == () and not diff.removes_anything
+    assert [(e.name, e.number, e.previous_number) for e in diff.kept] == [
+        ("Comedy TV", 1050, 1050),
+        ("Action TV", 1051, 1051),
+    ]
+    assert [e.name for e in diff.created] == ["Drama TV", "Horror TV"]
+    assert diff.created_packages == ("Thrills",) and diff.kept_packages == ("Moods",)
