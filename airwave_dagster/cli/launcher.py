@@ -478,11 +478,11 @@ class CodeServerTarget:
         reason = unserved_queue(self.instance, run_id)
         if reason is None:
             return None
-        from airwave_dagster.cli import console
-
-        console.stderr.print(
+        # Plain stderr: the console module imports this one.
+        print(
             f"run {run_id} is queued but {reason}; launching it from this command",
-            highlight=False,
+            file=sys.stderr,
+            flush=True,
         )
         # The daemon launches a queued run the same way, and skips one no longer QUEUED.
         self.instance.launch_run(run_id, self.context)
