@@ -72,7 +72,7 @@ def test_progress_lines_name_built_failed_remaining_and_elapsed() -> None:
 
 
 def test_a_stale_announcement_finds_no_webserver(tmp_path: Path) -> None:
-    announce(tmp_path, 9)  # this process, but nothing serves on port 9
+    announce(tmp_path, 9, "postgresql://127.0.0.1/db", None)  # this process; port 9 serves nothing
     assert find(tmp_path) is None
     (tmp_path / "airwave-webserver.json").write_text('{"port": 3000, "pid": 999999999}')
     assert find(tmp_path) is None
