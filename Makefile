@@ -27,11 +27,14 @@ compiled: $(VENV)/.synced
 demo: compiled
 	$(BIN)/airwave demo
 
+# `dg check defs` loads the code location as Dagster's own tools do ([tool.dg] in pyproject.toml),
+# over a throwaway instance unless DAGSTER_HOME is set. VIRTUAL_ENV names the venv dg runs from.
 test: compiled
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(BIN)/dg check defs
 	$(BIN)/pytest -n 2 --dist loadfile
 
 # Builds the image (base from Debian packages: no registry needed) and drives the compose stack.

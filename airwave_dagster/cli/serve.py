@@ -1,6 +1,6 @@
 """`airwave serve`: Dagster's production topology (code server, webserver, daemon), supervised.
 
-`airwave dev` wraps `dagster dev`, which Dagster documents as a development server. `serve` runs
+`airwave dev` runs Dagster's development server (what `dg dev` runs). `serve` runs
 the three processes a real deployment runs, each on its own: the code server
 (`dagster code-server start`, the only process that imports this project's code), the webserver
 and the daemon, both reading the code location over gRPC. Each is restarted when it dies, with a

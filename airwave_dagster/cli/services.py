@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from pathlib import Path
 
 import click
@@ -103,25 +102,48 @@ def plex_emulator_command(
     help="Allow binding beyond loopback (the UI has no authentication; see docs/deploy.md).",
 )
 def dev_command(host: str, port: int, allow_remote: bool) -> None:
-    """Run the Dagster UI, daemon and code server (`dagster dev`; private Postgres by default)."""
+    """Run the Dagster UI, daemon and code server as `dg dev` does (private Postgres by default)."""
     check_bind(host, port, allow_remote)
     env = console.prepare(plex=True)
     console.stderr.print(
         f"Dagster UI on http://{host}:{port} (DAGSTER_HOME={env.dagster_home})",
         highlight=False,
     )
-    # A shell that started us in the background may have left SIGINT/SIGTERM ignored; dagster dev
-    # would inherit that and could then only be killed (docs/dagster-notes.md §0.3).
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
-    dagster = str(Path(sys.executable).parent / "dagster")
     # `airwave import`, `lineup` and `runs …` find this server here and submit through it.
     webserver.announce(env.dagster_home, port, env.database_url, Settings.load().plex_url)
     workspace = environment.workspace_file(env.home)
-    # The home, not the checkout: dagster dev may write next to its working directory, and an
-    # installed package has no checkout.
+    # The home, not the checkout: Dagster reads a dagster.yaml and .env next to its working
+    # directory, and an installed package has no checkout.
     os.chdir(env.home)
-    os.execv(
-        dagster,
-        [dagster, "dev", "-w", str(workspace), "-h", host, "-p", str(port)],
+    serve_dev(workspace, host, port)
+
+
+def serve_dev(workspace: Path, host: str, port: int) -> None:
+    """Dagster's local deployment of `workspace` in this process, until SIGINT, SIGTERM or SIGHUP.
+
+    This is what `dg dev` runs once it has a workspace (dagster-dg-cli 1.13's `dev_command` calls
+    `dagster._cli.dev.dev_command_impl`): a code server, the webserver and the daemon as child
+    processes. `dagster dev` runs it too, but is marked superseded and warns on every start; `dg`
+    itself is a development tool this package does not depend on (docs/dagster-notes.md §0.4).
+    """
+    from dagster._cli.dev import dev_command_impl
+    from dagster_shared.cli import WorkspaceOpts
+
+    # A shell that started us in the background may have left SIGINT ignored, and Dagster points
+    # SIGTERM at whatever SIGINT does: we could then only be killed, leaving the children behind
+    # (docs/dagster-notes.md §0.3). Python's own handler turns each into KeyboardInterrupt, on
+    # which Dagster stops the webserver and daemon and waits for them; a closed terminal (SIGHUP)
+    # stops them the same way.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
+    dev_command_impl(
+        code_server_log_level="warning",
+        log_level="info",
+        log_format="colored",
+        port=str(port),
+        host=host,
+        use_legacy_code_server_behavior=False,
+        shutdown_pipe=None,
+        verbose=False,
+        workspace_opts=WorkspaceOpts(workspace=[str(workspace)]),
     )

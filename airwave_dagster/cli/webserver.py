@@ -227,7 +227,7 @@ def announcement(dagster_home: Path) -> Path:
 def announce(dagster_home: Path, port: int, database_url: str, plex_url: str | None) -> None:
     """Record that this process serves the UI of `dagster_home` on `port`, and with what.
 
-    `airwave dev` replaces itself with `dagster dev` (same pid), so the pid written here is the
+    `airwave dev` runs Dagster's dev server in this same process, so the pid written here is the
     server's; a stale file (the server is gone) is ignored by `find`. The database is written
     redacted, with a digest of the whole URL, so a command can tell whether its own settings
     name the same database without the password being stored.

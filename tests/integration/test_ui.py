@@ -34,6 +34,14 @@ def _launch(dev: Dev, run_config: dict) -> dict:
     return dev.graphql(LAUNCH, {"params": params})["launchRun"]
 
 
+def test_dev_starts_without_a_superseded_command(dev: Dev) -> None:
+    # `dagster dev` warns on every start that it is superseded by `dg dev`; `airwave dev` runs
+    # what `dg dev` runs, so the shared server's whole log (start to now) has no such warning.
+    log = (dev.workdir / "dev.log").read_text(errors="replace")
+    assert "Launching Dagster services" in log
+    assert "supersede" not in log.lower(), log[-4000:]
+
+
 def test_ui_launches_an_import_with_typed_config(fresh: Dev, store) -> None:
     config = {
         "lineup": {

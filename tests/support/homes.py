@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from airwave_dagster.cli import environment
 def dagster_home(path: Path) -> Path:
     """`path` made a Dagster instance directory with the project's `dagster.yaml`."""
     path.mkdir(parents=True)
-    shutil.copyfile(environment.project_root() / "dagster.yaml", path / "dagster.yaml")
+    (path / "dagster.yaml").write_bytes(environment.packaged_config("dagster.yaml"))
     return path
 
 
