@@ -29,13 +29,15 @@ demo: compiled
 
 # `dg check defs` loads the code location as Dagster's own tools do ([tool.dg] in pyproject.toml),
 # over a throwaway instance unless DAGSTER_HOME is set. VIRTUAL_ENV names the venv dg runs from.
+# Three pytest workers on two cores: most of the suite's time is waiting (process starts, Postgres
+# kept down, daemons polling), which a third worker overlaps (BENCHMARKS.md, "Test suite").
 test: compiled
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(BIN)/dg check defs
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 3 --dist loadfile
 
 # Builds the image (base from Debian packages: no registry needed) and drives the compose stack.
 test-container: $(VENV)/.synced
