@@ -10,6 +10,7 @@ import dagster as dg
 from airwave_dagster.run_tags import CODE_VERSION_TAG
 from airwave_dagster.settings import Settings
 from resources import heartbeats
+from resources.pools import set_pool_limit
 from resources.stores.claims import Claimant
 
 LLM_POOL = "llm"
@@ -124,7 +125,7 @@ def limit_llm_pool(instance: dg.DagsterInstance, settings: Settings) -> None:
     only a `default_limit` for every pool, so the limit is set here, by name. Setting the
     current value again changes nothing, and a lower value takes effect as held slots are freed.
     """
-    instance.event_log_storage.set_concurrency_slots(LLM_POOL, settings.llm_concurrency)
+    set_pool_limit(instance, LLM_POOL, settings.llm_concurrency)
 
 
 def fan_out_executor(
