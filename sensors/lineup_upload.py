@@ -53,6 +53,7 @@ LINEUP_INBOX = dg.AssetSpec(
         "file it takes: the file, its outcome (rejected, or run requested) and, for a rejection, "
         "the reason and where the file went. `airwave inbox` lists the same."
     ),
+    group_name="uploads",
 )
 """The asset whose observations are the inbox's history, shown in the asset catalog."""
 

@@ -188,7 +188,8 @@ def test_reexecute_from_failure_in_the_ui_completes_a_killed_run(
 
 
 def test_the_lineage_page_shows_the_library_assets_in_order(ui: UI) -> None:
-    ui.open("/asset-groups")
+    # The library group's lineage (the global page shows one box per group: library, uploads).
+    ui.open("/locations/airwave/asset-groups/library")
     names = ["plex_library", "library_profile", "ai_lineup"]
     # The graph lays assets out left to right, upstream first: the order of their boxes' x is
     # the order of the edges plex_library -> library_profile -> ai_lineup.
