@@ -26,6 +26,9 @@ from ops.library_assets import (
     FRESH_WINDOW,
     PLEX_LIBRARY_KEY,
     ai_lineup_asset,
+    check_library_freshness,
+    plex_library,
+    plex_library_fresh,
     snapshot_freshness,
 )
 
@@ -166,7 +169,14 @@ def test_freshness_passes_within_two_hours_and_fails_beyond() -> None:
 
 
 def test_the_freshness_job_judges_the_latest_refresh(instance: dg.DagsterInstance) -> None:
-    job = defs.resolve_job_def("check_library_freshness")
+    # The check reads only the instance: the snapshot's resources are bound but never used.
+    unused = dg.ResourceDefinition.none_resource()
+    job = dg.Definitions(
+        assets=[plex_library],
+        asset_checks=[plex_library_fresh],
+        jobs=[check_library_freshness],
+        resources={"database": unused, "plex": unused},
+    ).resolve_job_def("check_library_freshness")
 
     before = job.execute_in_process(instance=instance, raise_on_error=False)
     instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=PLEX_LIBRARY_KEY))
