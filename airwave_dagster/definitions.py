@@ -9,11 +9,15 @@ import dagster as dg
 
 from airwave_dagster.run_tags import AI_LINEUP_JOB, IMPORT_LINEUP_JOB
 from airwave_dagster.settings import DATABASE_URL_ENV, PLEX_TOKEN_ENV, PLEX_URL_ENV, Settings
+from ops.ai_lineup.asset_checks import check_ai_lineup
 from ops.ai_lineup.job import ai_lineup
 from ops.library_assets import (
     ai_lineup_asset,
+    check_library_freshness,
+    library_freshness_schedule,
     library_profile,
     plex_library,
+    plex_library_fresh,
     refresh_library,
     refresh_library_schedule,
 )
@@ -73,11 +77,20 @@ def build_definitions(resources: Mapping[str, object], *, attached: bool = False
             Airwave's own server maintains every channel (docs/attached.md).
     """
     definitions = dg.Definitions(
-        jobs=[import_lineup, *MAINTENANCE_JOBS, follow_library, refresh_library, ai_lineup],
+        jobs=[
+            import_lineup,
+            *MAINTENANCE_JOBS,
+            follow_library,
+            refresh_library,
+            check_library_freshness,
+            ai_lineup,
+        ],
         assets=[plex_library, library_profile, ai_lineup_asset, LINEUP_INBOX],
+        asset_checks=[plex_library_fresh, check_ai_lineup],
         schedules=[
             *maintenance_schedules(attached=attached),
             refresh_library_schedule(attached=attached),
+            library_freshness_schedule(attached=attached),
         ],
         sensors=[
             build_follow_library_sensor(follow_library, attached=attached),

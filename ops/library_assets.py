@@ -1,7 +1,8 @@
-"""Library assets: `plex_library` (snapshot, refresh job, schedule) → `library_profile`."""
+"""Library assets: `plex_library` (snapshot, refresh, freshness check) → `library_profile`."""
 
 import hashlib
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dagster as dg
@@ -97,6 +98,81 @@ def refresh_library_schedule(*, attached: bool = False) -> dg.ScheduleDefinition
         else dg.DefaultScheduleStatus.RUNNING,
         description="Refresh the library snapshot every hour."
         + (f" Now {ATTACHED_MAINTENANCE_OFF}." if attached else ""),
+    )
+
+
+FRESH_WINDOW = timedelta(hours=2)
+"""The snapshot's age at which its freshness check fails: two hourly refreshes missed."""
+
+FRESHNESS_CRON = "45 * * * *"
+"""Half an hour after each refresh: a refresh that failed or never ran shows by then."""
+
+
+def snapshot_freshness(
+    last_refreshed: datetime | None, now: datetime, window: timedelta = FRESH_WINDOW
+) -> dg.AssetCheckResult:
+    """The freshness verdict on a snapshot last refreshed at `last_refreshed` (None: never)."""
+    if last_refreshed is None:
+        return dg.AssetCheckResult(
+            passed=False,
+            severity=dg.AssetCheckSeverity.WARN,
+            description="never refreshed: materialize plex_library",
+        )
+    age = now - last_refreshed
+    minutes = int(age.total_seconds() // 60)
+    passed = age <= window
+    limit = int(window.total_seconds() // 60)
+    return dg.AssetCheckResult(
+        passed=passed,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"refreshed {minutes} min ago ({'within' if passed else 'over'} {limit} min)",
+        metadata={
+            "last_refreshed": last_refreshed.isoformat(),
+            "age_minutes": minutes,
+            "window_minutes": limit,
+        },
+    )
+
+
+@dg.asset_check(
+    asset=PLEX_LIBRARY_KEY,
+    name="fresh",
+    description=(
+        f"The snapshot was refreshed within the last {FRESH_WINDOW.total_seconds() / 3600:g} h "
+        "(the hourly refresh keeps it under 1 h)."
+    ),
+)
+def plex_library_fresh(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    """Judge the age of the latest `plex_library` materialisation."""
+    event = context.instance.get_latest_materialization_event(PLEX_LIBRARY_KEY)
+    last = datetime.fromtimestamp(event.timestamp, UTC) if event is not None else None
+    return snapshot_freshness(last, datetime.now(UTC))
+
+
+check_library_freshness = dg.define_asset_job(
+    "check_library_freshness",
+    selection=dg.AssetSelection.checks(plex_library_fresh),
+    description="Check that the plex_library snapshot is fresh (hourly, or by hand).",
+    tags={JOB_TAG: "check_library_freshness"},
+)
+
+
+def library_freshness_schedule(*, attached: bool = False) -> dg.ScheduleDefinition:
+    """The hourly freshness check: stopped by default when attached, as the refresh is."""
+    return dg.ScheduleDefinition(
+        name="library_freshness_schedule",
+        job=check_library_freshness,
+        cron_schedule=FRESHNESS_CRON,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.STOPPED
+        if attached
+        else dg.DefaultScheduleStatus.RUNNING,
+        description="Check the library snapshot's freshness every hour."
+        + (
+            f" Stopped by default: the refresh it judges is {ATTACHED_MAINTENANCE_OFF}."
+            if attached
+            else ""
+        ),
     )
 
 

@@ -23,6 +23,20 @@ def test_binding_job_names() -> None:
     assert {job.name for job in defs.resolve_all_job_defs()} >= {"import_lineup"}
 
 
+def test_the_asset_checks_are_bound() -> None:
+    checks = {key.to_user_string() for key in defs.resolve_asset_graph().asset_check_keys}
+
+    assert checks == {
+        "plex_library:fresh",
+        "ai_lineup:audience_ceiling",
+        "ai_lineup:no_strict_subsets",
+        "ai_lineup:overlap_bound",
+        "ai_lineup:channels_per_item",
+        "ai_lineup:channels_verified",
+        "ai_lineup:genres_covered",
+    }
+
+
 def test_import_lineup_runs_on_the_multiprocess_executor() -> None:
     # The bound of four concurrent builds is proven by measurement in
     # tests/integration/test_import_lineup.py; here, only that the job is not in-process.
@@ -51,7 +65,11 @@ def test_attached_mode_keeps_maintenance_off_and_says_why() -> None:
     standalone = build_definitions(production_resources(), attached=False)
     attached = build_definitions(production_resources(), attached=True)
     schedules = list(attached.schedules or [])
-    assert {s.name for s in schedules} >= {"backfill_schedule", "refresh_library_schedule"}
+    assert {s.name for s in schedules} >= {
+        "backfill_schedule",
+        "refresh_library_schedule",
+        "library_freshness_schedule",
+    }
     for schedule in schedules:
         assert isinstance(schedule, dg.ScheduleDefinition)
         assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED, schedule.name

@@ -69,6 +69,12 @@ def test_dg_checks_and_lists_the_definitions_with_nothing_configured(tmp_path: P
         key.to_user_string() for key in repository.asset_graph.get_all_asset_keys()
     }
     assert {"import_lineup", "ai_lineup"} <= {job["name"] for job in found["jobs"]}
+    assert {c["key"] for c in found["asset_checks"]} == {
+        key.to_user_string() for key in repository.asset_graph.asset_check_keys
+    }
+    assert {"plex_library:fresh", "ai_lineup:audience_ceiling"} <= {
+        c["key"] for c in found["asset_checks"]
+    }
 
 
 def test_dg_is_a_development_dependency_only() -> None:

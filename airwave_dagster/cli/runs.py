@@ -64,6 +64,36 @@ def step_states(instance: Any, run_id: str) -> dict[str, list[str]]:
     return {state: sorted(keys) for state, keys in sorted(states.items())}
 
 
+def asset_checks(instance: Any, run_id: str) -> list[dict[str, Any]]:
+    """The run's asset check results, as its event log has them (the latest per check)."""
+    import dagster as dg
+
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+        event = record.dagster_event
+        evaluation = event.event_specific_data if event is not None else None
+        if not isinstance(evaluation, dg.AssetCheckEvaluation):
+            continue
+        asset = evaluation.asset_key.to_user_string()
+        latest[(asset, evaluation.check_name)] = {
+            "asset": asset,
+            "check": evaluation.check_name,
+            "passed": evaluation.passed,
+            "severity": evaluation.severity.value,
+            "description": evaluation.description or "",
+        }
+    return list(latest.values())
+
+
+def checks_lines(checks: list[dict[str, Any]]) -> list[str]:
+    """`runs show`'s asset check lines: name, verdict, severity and the short description."""
+    return [
+        f"    {c['asset']}:{c['check']}  {'passed' if c['passed'] else 'FAILED'}  "
+        f"{c['severity']}  {c['description']}"
+        for c in checks
+    ]
+
+
 def refused(instance: Any, run_id: str, error: Exception) -> NoReturn:
     """End a refused resume, re-execution or cancel: 5 when the run does not exist, else 4."""
     missing = instance.get_run_by_id(run_id) is None
@@ -199,7 +229,7 @@ def runs_list(limit: int, as_json: bool) -> None:
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def runs_show(run_id: str, as_json: bool) -> None:
-    """Status, steps by state, failures and the report of one run."""
+    """Status, steps by state, asset checks, failures and the report of one run."""
     from airwave_dagster.cli import launcher
 
     instance = _instance()
@@ -209,6 +239,7 @@ def runs_show(run_id: str, as_json: bool) -> None:
         console.fail(f"no run {run_id}", console.ExitCode.NOT_FOUND)
     steps = step_states(instance, run_id)
     failures = launcher.failure_messages(instance, run_id)
+    checks = asset_checks(instance, run_id)
     report = _report(instance, run_id)
     tree = [
         {"run_id": r.run_id, "status": r.status.value, "parent": r.parent_run_id}
@@ -226,6 +257,7 @@ def runs_show(run_id: str, as_json: bool) -> None:
                     "steps": steps,
                     "failures": failures,
                     "tree": tree,
+                    "checks": checks,
                     "report": report,
                 }
             )
@@ -241,6 +273,10 @@ def runs_show(run_id: str, as_json: bool) -> None:
         console.stdout.print("  run tree:", highlight=False)
         for entry in tree:
             console.stdout.print(f"    {entry['run_id']} {entry['status']}", highlight=False)
+    if checks:
+        console.stdout.print("  asset checks:", highlight=False)
+        for line in checks_lines(checks):
+            console.stdout.print(line, highlight=False, markup=False)
     for message in failures:
         console.stderr.print(message, highlight=False, markup=False)
     from airwave_dagster.cli.approvals import find_interrupt, print_interrupt

@@ -18,6 +18,7 @@ from airwave_dagster.domain.ai.report import (
     render_markdown,
 )
 from airwave_dagster.domain.ai.usage import Usage
+from ops.ai_lineup.asset_checks import lineup_check_evaluations, quality_metadata_entry
 from ops.ai_lineup.channel_build import (
     BuildDeps,
     TransientBuildError,
@@ -319,6 +320,8 @@ def report_lineup(
     approval's promise (`settle_parked`): a channel the approved diff kept whose rebuild did
     not commit is put back on air as it was, and the report says so. Spend counts every
     model call of the lineup from the ledger: planner, retries and failed attempts included.
+    Materialises `ai_lineup` and logs its asset checks, the quality targets judged on the
+    report's measures.
     """
     _, ai = _stores(database)
     with _phase(context, ai, "reportLineup", "report"):
@@ -351,7 +354,16 @@ def report_lineup(
             output={**report.model_dump(mode="json"), "markdown": render_markdown(report)},
         )
         metadata = report_metadata(report)
-        context.log_event(dg.AssetMaterialization(asset_key=AI_LINEUP_KEY, metadata=metadata))
+        measures = quality_metadata_entry(report.quality) if report.quality else {}
+        context.log_event(
+            dg.AssetMaterialization(asset_key=AI_LINEUP_KEY, metadata={**metadata, **measures})
+        )
+        # Logged, not yielded: a failed blocking check then fails no step. The lineup is on air
+        # by now and a resume would only judge it again (docs/ai-lineup.md, "Asset checks").
+        # log_event takes AssetCheckEvaluation at run time (Dagster 1.13 has the branch); its
+        # UserEvent annotation does not list it.
+        for evaluation in lineup_check_evaluations(report.quality) if report.quality else []:
+            context.log_event(evaluation)  # type: ignore[arg-type]
         context.add_output_metadata(metadata)
         context.log.info(
             f"AI lineup: {report.channels_built} built, {len(report.skipped)} skipped, "

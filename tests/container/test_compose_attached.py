@@ -56,6 +56,7 @@ STOPPED_BY_DEFAULT = {
     "repair_schedule",
     "prune_schedule",
     "refresh_library_schedule",
+    "library_freshness_schedule",
 }
 SCHEDULES = """{ schedulesOrError(repositorySelector: {repositoryLocationName: "airwave",
   repositoryName: "__repository__"}) { ... on Schedules { results { name scheduleState {

@@ -206,6 +206,26 @@ def test_the_lineage_page_shows_the_library_assets_in_order(ui: UI) -> None:
     assert xs == sorted(xs) and len(set(xs)) == 3, dict(zip(names, xs, strict=True))
 
 
+def test_the_asset_checks_tab_lists_the_lineup_targets_and_the_freshness_check(ui: UI) -> None:
+    lineup_checks = [
+        "audience_ceiling",
+        "no_strict_subsets",
+        "overlap_bound",
+        "channels_per_item",
+        "channels_verified",
+        "genres_covered",
+    ]
+    # The asset page's Checks tab: every declared check is listed, evaluated or not yet.
+    ui.open("/assets/ai_lineup?view=checks")
+    for name in lineup_checks:
+        _expect(ui.page.get_by_text(name, exact=True).first)
+    ui.shot("ai-lineup-checks")
+
+    ui.open("/assets/plex_library?view=checks")
+    _expect(ui.page.get_by_text("fresh", exact=True).first)
+    ui.shot("plex-library-checks")
+
+
 _SENSOR_STATE = """
 query State($selector: SensorSelector!) {
   sensorOrError(sensorSelector: $selector) { ... on Sensor { sensorState { id } } }

@@ -13,6 +13,7 @@ from airwave_dagster.definitions import defs
 from airwave_dagster.domain.ai.context import CATALOG_HEADER, VOCABULARY_HEADER
 from airwave_dagster.domain.ai.lineup_checks import above_ceiling, audience_of, rating_counts
 from airwave_dagster.emulators.plex import start_emulator
+from ops.ai_lineup.asset_checks import LINEUP_CHECK_SPECS
 from resources import tables as t
 from resources.plex import PlexResource
 from resources.stores.ai import AiStore
@@ -149,6 +150,27 @@ def test_offline_provider_builds_twenty_verified_channels(
     )
     materialized = dagster_instance.get_latest_materialization_event(dg.AssetKey("ai_lineup"))
     assert materialized is not None and materialized.run_id == result.run_id
+    # The report step judged the same measures it reported, as the asset's checks.
+    checks = {
+        e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data
+        for e in result.all_events
+        if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    }
+    assert set(checks) == {spec.name for spec in LINEUP_CHECK_SPECS}
+    assert all(c.asset_key == dg.AssetKey("ai_lineup") for c in checks.values())
+    ceiling = checks["audience_ceiling"]
+    assert ceiling.passed and ceiling.blocking
+    assert ceiling.severity == dg.AssetCheckSeverity.ERROR
+    quality = report["quality"]
+    assert checks["no_strict_subsets"].passed == (quality["strict_subset_pairs"] == 0)
+    assert checks["genres_covered"].passed == (quality["genres_without_channel"] == [])
+    assert checks["channels_verified"].passed == (quality["channels_sized"] == quality["channels"])
+    recorded = dagster_instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        [dg.AssetCheckKey(dg.AssetKey("ai_lineup"), name) for name in checks]
+    )
+    assert {key.name: r.run_id for key, r in recorded.items()} == dict.fromkeys(
+        checks, result.run_id
+    )
 
 
 def test_a_previous_lineup_is_only_replaced_when_confirmed(

@@ -22,6 +22,7 @@ EXPECTED_SCHEDULES = {
     "repair_schedule": ("repair_schedules", "30 * * * *"),
     "prune_schedule": ("prune_schedules", "0 2 * * *"),
     "refresh_library_schedule": ("refresh_library", "15 * * * *"),
+    "library_freshness_schedule": ("check_library_freshness", "45 * * * *"),
 }
 
 
