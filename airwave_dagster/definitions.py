@@ -10,6 +10,7 @@ import dagster as dg
 from airwave_dagster.run_tags import AI_LINEUP_JOB, IMPORT_LINEUP_JOB
 from airwave_dagster.settings import DATABASE_URL_ENV, PLEX_TOKEN_ENV, PLEX_URL_ENV, Settings
 from ops.ai_lineup.job import ai_lineup
+from ops.ai_lineup.rollback import rollback_lineup
 from ops.library_assets import (
     ai_lineup_asset,
     library_profile,
@@ -73,7 +74,14 @@ def build_definitions(resources: Mapping[str, object], *, attached: bool = False
             Airwave's own server maintains every channel (docs/attached.md).
     """
     definitions = dg.Definitions(
-        jobs=[import_lineup, *MAINTENANCE_JOBS, follow_library, refresh_library, ai_lineup],
+        jobs=[
+            import_lineup,
+            *MAINTENANCE_JOBS,
+            follow_library,
+            refresh_library,
+            ai_lineup,
+            rollback_lineup,
+        ],
         assets=[plex_library, library_profile, ai_lineup_asset, LINEUP_INBOX],
         schedules=[
             *maintenance_schedules(attached=attached),
