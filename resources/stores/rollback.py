@@ -235,7 +235,9 @@ class RollbackStore:
         definitions: dict[str, list[Any]] = {}
         for d in _dump(conn, t.channel_definition, "channel_id", ids):
             definitions.setdefault(d["channelId"], []).append(d)
-        names = dict(conn.execute(sa.select(t.channel_package.c.id, t.channel_package.c.name)))
+        names = dict(
+            conn.execute(sa.select(t.channel_package.c.id, t.channel_package.c.name)).tuples().all()
+        )
         return sorted(
             (
                 AirChannel(
@@ -442,14 +444,16 @@ class RollbackStore:
                     if remove_packages or snapshot_packages
                     else sa.true()
                 )
-            ).tuples()
+            )
+            .tuples()
+            .all()
         )
         refusals.extend(
             f"package key {package['key']!r} of {package['name']} is taken by another package"
             for package in rows["packages"]
             if package["key"] in keys
         )
-        names = dict(conn.execute(sa.select(p.id, p.name)).tuples())
+        names = dict(conn.execute(sa.select(p.id, p.name)).tuples().all())
         present_packages = set(names)
         return RollbackCheck(
             ledger_id,
