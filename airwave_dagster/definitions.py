@@ -11,6 +11,7 @@ from airwave_dagster.run_tags import AI_LINEUP_JOB, IMPORT_LINEUP_JOB
 from airwave_dagster.settings import DATABASE_URL_ENV, PLEX_TOKEN_ENV, PLEX_URL_ENV, Settings
 from ops.ai_lineup.asset_checks import check_ai_lineup
 from ops.ai_lineup.job import ai_lineup
+from ops.ai_lineup.rollback import rollback_lineup
 from ops.library_assets import (
     ai_lineup_asset,
     check_library_freshness,
@@ -84,6 +85,7 @@ def build_definitions(resources: Mapping[str, object], *, attached: bool = False
             refresh_library,
             check_library_freshness,
             ai_lineup,
+            rollback_lineup,
         ],
         assets=[plex_library, library_profile, ai_lineup_asset, LINEUP_INBOX],
         asset_checks=[plex_library_fresh, check_ai_lineup],

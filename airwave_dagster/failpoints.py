@@ -38,7 +38,10 @@ BUILD_IN_COMMIT = "build.in_commit"
 """Inside the commit transaction: definitions and schedule written, the row enabled, uncommitted."""
 BUILD_COMMITTED = "build.committed"
 """The channel is committed (enabled, claim cleared); the step has not stored its output."""
-POINTS = (BUILD_CLAIMED, BUILD_BEFORE_COMMIT, BUILD_IN_COMMIT, BUILD_COMMITTED)
+ROLLBACK_IN_APPLY = "rollback.in_apply"
+"""Inside a lineup rollback's transaction: the AI run's channels removed and the snapshot
+re-inserted, uncommitted (keyed by the rolled-back lineup's root run id)."""
+POINTS = (BUILD_CLAIMED, BUILD_BEFORE_COMMIT, BUILD_IN_COMMIT, BUILD_COMMITTED, ROLLBACK_IN_APPLY)
 
 
 @functools.cache

@@ -34,6 +34,7 @@ APPROVAL_TAG = "airwave/approval"
 
 IMPORT_LINEUP_JOB = "import_lineup"
 AI_LINEUP_JOB = "ai_lineup"
+ROLLBACK_LINEUP_JOB = "rollback_lineup"
 PLAN_IMPORT_OP = "plan_import_lineup"
 """The import's first op: run config for an import (CLI, sensor) is addressed to it."""
 SUMMARIZE_IMPORT_OP = "summarize_import"

@@ -678,6 +678,26 @@ ai_parked_channel = _private(
     sa.Index("ai_parked_channel_ledger_id", "ledger_id"),
 )
 
+# What an approved `ai_lineup` run replaced, captured in its wipe's transaction (one row per
+# lineup, keyed by its root run id): the rows of every AI channel in scope and of the AI packages
+# they use or the wipe deletes, each as `to_jsonb` of the table row, so `rollback_lineup` can put
+# them back with their ids (resources/stores/rollback.py). `after` is the fingerprint of each AI
+# channel the lineup left on air, written by its report step; a rollback refuses when the air
+# no longer matches it.
+ai_lineup_snapshot = _private(
+    "ai_lineup_snapshot",
+    sa.Column("ledger_id", sa.Text, primary_key=True),
+    sa.Column("media_source_id", sa.Text, nullable=False),
+    sa.Column("attached", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("rows", pg.JSONB, nullable=False),
+    _tz_now("taken_at"),
+    sa.Column("after", pg.JSONB),
+    _tz("after_at"),
+    # The rollback that put the rows back (its root run id), in the same transaction.
+    sa.Column("rolled_back_by", sa.Text),
+    _tz("rolled_back_at"),
+)
+
 # One durable interrupt per approval gate of a run tree (resources/stores/approvals.py): the run
 # stops at the gate and ends; whoever answers first flips `status` from 'open' in one conditional
 # UPDATE, so concurrent answers have exactly one winner.

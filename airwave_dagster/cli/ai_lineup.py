@@ -16,6 +16,7 @@ from airwave_dagster.run_tags import (
     AWAITING_APPROVAL_TAG,
     LIMIT_TAG,
     PROVIDER_TAG,
+    ROLLBACK_LINEUP_JOB,
 )
 from airwave_dagster.settings import API_KEY_ENV, Settings
 
@@ -229,7 +230,7 @@ def _awaiting(instance: Any, run_id: str, *, as_json: bool) -> int:
     return EXIT_AWAITING_APPROVAL
 
 
-@click.command("lineup")
+@click.group("lineup", invoke_without_command=True)
 @click.option(
     "--limit",
     default=0,
@@ -268,7 +269,9 @@ def _awaiting(instance: Any, run_id: str, *, as_json: bool) -> int:
 @click.option("--wait", is_flag=True, help="Show progress and print the report at the end.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (implies --wait).")
 @click.option("--idempotency-key", help="Starts with the same key return the same run.")
+@click.pass_context
 def lineup_command(
+    ctx: click.Context,
     limit: int,
     budget_usd: float | None,
     confirm_wipe: bool,
@@ -278,7 +281,12 @@ def lineup_command(
     idempotency_key: str | None,
     approval: str,
 ) -> None:
-    """Build an AI lineup of the Plex library as a Dagster run of `ai_lineup`."""
+    """Build an AI lineup of the Plex library as a Dagster run of `ai_lineup`.
+
+    `airwave lineup rollback RUN_ID` puts back the lineup such a run replaced.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
     server = console.prepare_to_start()
     with console.target_for(server) as target:
         code = run_lineup(
@@ -291,5 +299,158 @@ def lineup_command(
             as_json=as_json,
             idempotency_key=idempotency_key,
             approval=approval,
+        )
+    sys.exit(code)
+
+
+ROLLBACK_PLAN_OP = "plan_rollback"
+"""The rollback job's first op: its run config is addressed to it."""
+ROLLBACK_APPLY_OP = "apply_rollback"
+
+
+def rollback_run_config(
+    run_id: str, *, approval: str = "auto", confirm: bool = False
+) -> dict[str, Any]:
+    """The run config of `rollback_lineup` for the CLI's options."""
+    return {
+        "ops": {
+            ROLLBACK_PLAN_OP: {
+                "config": {
+                    "run_id": run_id,
+                    "approval": APPROVAL_POLICIES[approval],
+                    "confirm": confirm,
+                }
+            }
+        },
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+    }
+
+
+def rollback_result(instance: Any, run_ids: list[str]) -> dict[str, Any] | None:
+    """The `apply_rollback` step's result (its output metadata) in a run tree, if it ran."""
+    import dagster as dg
+
+    found: dict[str, Any] | None = None
+    for run_id in run_ids:
+        for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_OUTPUT):
+            event = record.dagster_event
+            if event is None or event.step_key != ROLLBACK_APPLY_OP:
+                continue
+            entry = event.step_output_data.metadata.get("result")
+            if entry is not None:
+                found = dict(entry.value)
+    return found
+
+
+def print_rollback(result: dict[str, Any]) -> None:
+    """What a rollback removed and restored, as the approval tables show channels."""
+    from airwave_dagster.cli.approvals import entries_table
+
+    out = console.stdout
+    out.print(result.get("summary", ""), highlight=False)
+    for key, title in (("removed", "removed"), ("restored", "restored")):
+        entries = result.get(key, [])
+        if entries:
+            out.print(entries_table(f"{title} ({len(entries)})", entries))
+    for label, key in (("removed", "removed_packages"), ("restored", "restored_packages")):
+        out.print(f"AI packages {label}: {', '.join(result.get(key, [])) or '—'}", highlight=False)
+
+
+def run_rollback(
+    target: starts.Target,
+    run_id: str,
+    *,
+    approval: str = "auto",
+    confirm: bool = False,
+    wait: bool = False,
+    as_json: bool = False,
+    idempotency_key: str | None = None,
+) -> int:
+    """Start a `rollback_lineup` run of `run_id`'s lineup; with `wait`, print what it did."""
+    try:
+        started = starts.start(
+            target,
+            environment.open_run_starts(),
+            job_name=ROLLBACK_LINEUP_JOB,
+            run_config=rollback_run_config(run_id, approval=approval, confirm=confirm),
+            tags={APPROVAL_TAG: approval},
+            key=idempotency_key,
+        )
+    except starts.LaunchRefused as error:
+        console.error(str(error))
+        return console.ExitCode.CONFLICT
+    run = started.run
+    console.show_run_page(run.run_id, target)
+    if not wait:
+        console.stdout.print(f"started run {run.run_id}", highlight=False)
+        return 0
+    from airwave_dagster.cli import launcher
+
+    instance = console.instance()
+    console.stderr.print(f"run {run.run_id} started; waiting for it to finish", highlight=False)
+    console.wait_showing_progress(
+        instance, run.run_id, lambda: console.Snapshot(built=0, phase="rolling back"), target
+    )
+    finished = launcher.follow(instance, run.run_id)
+    status = finished.status.value
+    tree = [r.run_id for r in launcher.run_tree(instance, run.run_id)] or [run.run_id]
+    stopped = instance.get_run_by_id(finished.run_id)
+    if status == "FAILURE" and stopped is not None and stopped.tags.get(AWAITING_APPROVAL_TAG):
+        return _awaiting(instance, finished.run_id, as_json=as_json)
+    result = rollback_result(instance, tree)
+    if status != "SUCCESS" or result is None:
+        for message in launcher.failure_messages(instance, finished.run_id):
+            console.stderr.print(message, highlight=False, markup=False)
+        if as_json:
+            sys.stdout.write(json.dumps({"run_id": run.run_id, "status": status}) + "\n")
+        console.stderr.print(f"run {run.run_id} ended {status}", highlight=False)
+        return console.ExitCode.RUN_FAILED
+    if as_json:
+        sys.stdout.write(
+            json.dumps({"run_id": run.run_id, "status": "SUCCESS", "rollback": result}) + "\n"
+        )
+    else:
+        print_rollback(result)
+        console.stdout.print(f"run {run.run_id}: SUCCESS", highlight=False)
+    return 0
+
+
+@lineup_command.command("rollback")
+@click.argument("run_id")
+@click.option(
+    "--approval",
+    type=click.Choice(sorted(APPROVAL_POLICIES)),
+    default="auto",
+    show_default=True,
+    help="Stop for approval with the diff: always, when something on air would be removed "
+    "(auto: nearly always for a rollback), or never.",
+)
+@click.option("--confirm", is_flag=True, help="Pre-approve the rollback (for scripts).")
+@click.option("--wait", is_flag=True, help="Wait and print what was removed and restored.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (implies --wait).")
+@click.option("--idempotency-key", help="Starts with the same key return the same run.")
+def rollback_command(
+    run_id: str,
+    approval: str,
+    confirm: bool,
+    wait: bool,
+    as_json: bool,
+    idempotency_key: str | None,
+) -> None:
+    """Put back the AI lineup that the `ai_lineup` run RUN_ID replaced.
+
+    Refused with the reasons when the air changed since that run in a way that makes the
+    restore ambiguous (docs/ai-lineup.md "Rolling back").
+    """
+    server = console.prepare_to_start()
+    with console.target_for(server) as target:
+        code = run_rollback(
+            target,
+            run_id,
+            approval=approval,
+            confirm=confirm,
+            wait=wait or as_json,
+            as_json=as_json,
+            idempotency_key=idempotency_key,
         )
     sys.exit(code)

@@ -65,7 +65,7 @@ def close_open_interrupt(instance: Any, run_id: str, reason: str) -> Interrupt |
     return closed if won else None
 
 
-def _entries_table(title: str, entries: list[dict[str, Any]]) -> Table:
+def entries_table(title: str, entries: list[dict[str, Any]]) -> Table:
     table = Table(title=title, title_justify="left")
     for column in ("number", "previous", "channel", "package"):
         table.add_column(column, overflow="fold")
@@ -101,7 +101,7 @@ def print_interrupt(interrupt: Interrupt) -> None:
     ):
         entries = diff.get(kind, [])
         if entries:
-            out.print(_entries_table(f"{title} ({len(entries)})", entries))
+            out.print(entries_table(f"{title} ({len(entries)})", entries))
     untouched = diff.get("untouched", [])
     if untouched:
         table = Table(title=f"untouched manual/preset ({len(untouched)})", title_justify="left")
@@ -215,13 +215,19 @@ def answer(
     final = launcher.follow(instance, continuation.run_id)
     report = environment.open_project_stores().ai.traces([final.run_id])
     markdown = next((r["output"] for r in report if r["phase"] == "report"), None)
+    # A lineup rollback's continuation has no lineup report: what it removed and restored.
+    from airwave_dagster.cli.ai_lineup import print_rollback, rollback_result
+
+    rollback = None if markdown is not None else rollback_result(instance, [final.run_id])
     if as_json:
-        sys.stdout.write(
-            json.dumps({"run_id": final.run_id, "status": final.status.value, "report": markdown})
-            + "\n"
-        )
+        outcome = {"run_id": final.run_id, "status": final.status.value, "report": markdown}
+        if rollback is not None:
+            outcome["rollback"] = rollback
+        sys.stdout.write(json.dumps(outcome) + "\n")
     elif markdown is not None:
         sys.stdout.write(markdown.get("markdown", ""))
+    elif rollback is not None:
+        print_rollback(rollback)
     console.stdout.print(f"run {final.run_id}: {final.status.value}", highlight=False)
     return 0 if final.status.value == "SUCCESS" else 1
 

@@ -10,7 +10,7 @@ checkpoint, the gate step runs again, finds the approval and lets the writes pro
 """
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
@@ -51,7 +51,7 @@ from resources.database import DatabaseResource
 from resources.llm import LlmCallError, LlmResource, MissingApiKeyError, PromptMeasure
 from resources.prices import call_cost
 from resources.stores.ai import AiStore
-from resources.stores.approvals import Interrupt
+from resources.stores.approvals import ApprovalStore, Interrupt
 
 GATE_ID = "approve-plan:v1"
 """The gate's id and version. A resume whose interrupt carries another gate id is refused."""
@@ -255,6 +255,49 @@ def measure_prompt(
 
 def diff_metadata(diff: LineupDiff, estimate: CostEstimate) -> dict[str, dg.MetadataValue]:
     """The diff and the estimate as UI tables (one row per channel, one per figure)."""
+    figures = [
+        ("AI channels removed", str(len(diff.removed))),
+        ("AI channels created", str(len(diff.created))),
+        ("AI channels renumbered", str(len(diff.renumbered))),
+        ("AI channels unchanged", str(len(diff.unchanged))),
+        ("AI channels kept as they are (limit)", str(len(diff.kept))),
+        ("manual/preset channels untouched", str(len(diff.untouched))),
+        ("AI packages removed", ", ".join(diff.removed_packages) or "—"),
+        ("AI packages created", ", ".join(diff.created_packages) or "—"),
+        ("channels to build", str(estimate.channels)),
+        ("expected calls per build", str(estimate.calls_per_build)),
+        ("worker model", estimate.worker_model),
+        (
+            "worker prompt prefix (tokens)",
+            f"{estimate.prefix_tokens:,} ({'counted' if estimate.prefix_measured else 'estimated'})"
+            f"; cached from {estimate.cache_floor:,}: "
+            + (
+                f"yes, {estimate.cache_writes} first-wave cache writes"
+                if estimate.prefix_cached
+                else "no, every call pays it in full"
+            ),
+        ),
+        (
+            "estimated build cost (USD)",
+            "unpriced" if estimate.estimated_usd is None else f"{estimate.estimated_usd:.4f}",
+        ),
+        ("planner spent so far (USD)", f"{estimate.planner_spent_usd:.4f}"),
+        ("budget (USD)", "none" if estimate.budget_usd is None else f"{estimate.budget_usd:.4f}"),
+    ]
+    summary_schema = dg.TableSchema(
+        columns=[dg.TableColumn("figure", "string"), dg.TableColumn("value", "string")]
+    )
+    return {
+        **diff_metadata_rows(diff),
+        "approval summary": dg.MetadataValue.table(
+            records=[dg.TableRecord({"figure": f, "value": v}) for f, v in figures],
+            schema=summary_schema,
+        ),
+    }
+
+
+def diff_metadata_rows(diff: LineupDiff) -> dict[str, dg.MetadataValue]:
+    """The diff as a UI table, one row per channel (`ai_lineup`'s gate and the rollback's)."""
     channel_schema = dg.TableSchema(
         columns=[
             dg.TableColumn("change", "string"),
@@ -295,45 +338,7 @@ def diff_metadata(diff: LineupDiff, estimate: CostEstimate) -> dict[str, dg.Meta
         )
         for c in diff.untouched
     ]
-    figures = [
-        ("AI channels removed", str(len(diff.removed))),
-        ("AI channels created", str(len(diff.created))),
-        ("AI channels renumbered", str(len(diff.renumbered))),
-        ("AI channels unchanged", str(len(diff.unchanged))),
-        ("AI channels kept as they are (limit)", str(len(diff.kept))),
-        ("manual/preset channels untouched", str(len(diff.untouched))),
-        ("AI packages removed", ", ".join(diff.removed_packages) or "—"),
-        ("AI packages created", ", ".join(diff.created_packages) or "—"),
-        ("channels to build", str(estimate.channels)),
-        ("expected calls per build", str(estimate.calls_per_build)),
-        ("worker model", estimate.worker_model),
-        (
-            "worker prompt prefix (tokens)",
-            f"{estimate.prefix_tokens:,} ({'counted' if estimate.prefix_measured else 'estimated'})"
-            f"; cached from {estimate.cache_floor:,}: "
-            + (
-                f"yes, {estimate.cache_writes} first-wave cache writes"
-                if estimate.prefix_cached
-                else "no, every call pays it in full"
-            ),
-        ),
-        (
-            "estimated build cost (USD)",
-            "unpriced" if estimate.estimated_usd is None else f"{estimate.estimated_usd:.4f}",
-        ),
-        ("planner spent so far (USD)", f"{estimate.planner_spent_usd:.4f}"),
-        ("budget (USD)", "none" if estimate.budget_usd is None else f"{estimate.budget_usd:.4f}"),
-    ]
-    summary_schema = dg.TableSchema(
-        columns=[dg.TableColumn("figure", "string"), dg.TableColumn("value", "string")]
-    )
-    return {
-        "lineup diff": dg.MetadataValue.table(records=rows, schema=channel_schema),
-        "approval summary": dg.MetadataValue.table(
-            records=[dg.TableRecord({"figure": f, "value": v}) for f, v in figures],
-            schema=summary_schema,
-        ),
-    }
+    return {"lineup diff": dg.MetadataValue.table(records=rows, schema=channel_schema)}
 
 
 def _commands(run_id: str) -> str:
@@ -350,6 +355,77 @@ def _closed(interrupt: Interrupt, run_id: str) -> dg.Failure:
             + (f" ({interrupt.reason})" if interrupt.reason else "")
             + ". Nothing was written; start a new run for another lineup."
         ),
+        allow_retries=False,
+    )
+
+
+def pass_gate(
+    context: dg.OpExecutionContext,
+    approvals: ApprovalStore,
+    *,
+    gate_id: str,
+    policy: str,
+    pre_approved: bool,
+    removes_anything: bool,
+    payload: Mapping[str, object],
+    expiry_hours: float | None,
+    question: str,
+    metadata: Mapping[str, dg.MetadataValue],
+    on_stop: Callable[[Interrupt], None] | None = None,
+) -> tuple[str, str | None]:
+    """The approval gate every job that replaces channels on air goes through.
+
+    Decides from the run tree's interrupt and the policy: an approval of this gate passes;
+    a closed one (rejected, canceled, expired) or another gate's fails for good; `never`,
+    a pre-approval (`pre_approved`) or `auto_when_nothing_removed` with nothing removed
+    passes without asking. Otherwise it records ONE interrupt (payload: what `airwave
+    approvals show` prints), tags the run `airwave/awaiting_approval` and ENDS the run with
+    a failure that starts `AWAITING APPROVAL (gate_id)`: no process waits.
+
+    Returns:
+        (decision — approved, never, confirm_wipe or auto —, who approved it).
+    """
+    root = context.dagster_run.root_run_id or context.run_id
+    interrupt = approvals.find(root)
+    if interrupt is not None and interrupt.gate_id != gate_id:
+        raise dg.Failure(
+            description=(
+                f"this run tree stopped at gate {interrupt.gate_id!r}, but this code's gate is "
+                f"{gate_id!r}: its answer cannot be trusted for this gate. Start a new run."
+            ),
+            allow_retries=False,
+        )
+    if interrupt is not None and interrupt.status == "approved":
+        return "approved", interrupt.resolved_by
+    if interrupt is not None and not interrupt.open:
+        raise _closed(interrupt, context.run_id)
+    if interrupt is None and policy == "never":
+        return "never", None
+    if interrupt is None and pre_approved:
+        return "confirm_wipe", None
+    if interrupt is None and policy == "auto_when_nothing_removed" and not removes_anything:
+        return "auto", None
+    expires = None if expiry_hours is None else datetime.now(UTC) + timedelta(hours=expiry_hours)
+    if interrupt is None:
+        interrupt = approvals.open_interrupt(
+            root_run_id=root,
+            run_id=context.run_id,
+            gate_id=gate_id,
+            payload=dict(payload),
+            expires_at=expires,
+        )
+    if interrupt.expires_at is not None and interrupt.expires_at <= datetime.now(UTC):
+        _, interrupt = approvals.resolve(interrupt.id, "expired", resolved_by="expiry")
+        raise _closed(interrupt, context.run_id)
+    context.instance.add_run_tags(context.run_id, {AWAITING_APPROVAL_TAG: gate_id})
+    if on_stop is not None:
+        on_stop(interrupt)
+    raise dg.Failure(
+        description=(
+            f"AWAITING APPROVAL ({gate_id}): {question}. Nothing was written and this run "
+            f"holds no worker. {_commands(context.run_id)}"
+        ),
+        metadata=dict(metadata),
         allow_retries=False,
     )
 
@@ -394,53 +470,8 @@ def approve_lineup(
         measure = measure_prompt(context, analyzed, shared, briefs, llm)
         estimate = estimate_cost(analyzed, shared, briefs, spent, measure)
     metadata = diff_metadata(diff, estimate)
-    root = context.dagster_run.root_run_id or context.run_id
-    interrupt = approvals.find(root)
-    if interrupt is not None and interrupt.gate_id != GATE_ID:
-        raise dg.Failure(
-            description=(
-                f"this run tree stopped at gate {interrupt.gate_id!r}, but this code's gate is "
-                f"{GATE_ID!r}: its answer cannot be trusted for this gate. Start a new run."
-            ),
-            allow_retries=False,
-        )
-    decision: str
-    resolved_by: str | None = None
-    if interrupt is not None and interrupt.status == "approved":
-        decision, resolved_by = "approved", interrupt.resolved_by
-    elif interrupt is not None and not interrupt.open:
-        raise _closed(interrupt, context.run_id)
-    elif interrupt is None and settings.approval == "never":
-        decision = "never"
-    elif interrupt is None and settings.confirm_wipe:
-        decision = "confirm_wipe"
-    elif (
-        interrupt is None
-        and settings.approval == "auto_when_nothing_removed"
-        and not diff.removes_anything
-    ):
-        decision = "auto"
-    else:
-        expires = (
-            None
-            if settings.approval_expiry_hours is None
-            else datetime.now(UTC) + timedelta(hours=settings.approval_expiry_hours)
-        )
-        if interrupt is None:
-            interrupt = approvals.open_interrupt(
-                root_run_id=root,
-                run_id=context.run_id,
-                gate_id=GATE_ID,
-                payload={
-                    "diff": diff.model_dump(mode="json"),
-                    "estimate": estimate.model_dump(mode="json"),
-                },
-                expires_at=expires,
-            )
-        if interrupt.expires_at is not None and interrupt.expires_at <= datetime.now(UTC):
-            _, interrupt = approvals.resolve(interrupt.id, "expired", resolved_by="expiry")
-            raise _closed(interrupt, context.run_id)
-        context.instance.add_run_tags(context.run_id, {AWAITING_APPROVAL_TAG: GATE_ID})
+
+    def stopping(interrupt: Interrupt) -> None:
         _trace(
             context,
             ai,
@@ -450,29 +481,36 @@ def approve_lineup(
             reason="awaiting approval",
             output={"interrupt": interrupt.id, "gate": GATE_ID},
         )
-        why = (
-            f"{len(diff.removed)} AI channel(s) and {len(diff.removed_packages)} AI package(s) "
-            "on air would be removed"
-            if diff.removes_anything
-            else "approval is required for every lineup of this run"
-        )
-        raise dg.Failure(
-            description=(
-                f"AWAITING APPROVAL ({GATE_ID}): {why}; {len(diff.created)} created, "
-                f"{len(diff.renumbered)} renumbered, {len(diff.unchanged)} unchanged"
-                + (f", {len(diff.kept)} kept as they are (limit)" if diff.kept else "")
-                + "; expected "
-                "build cost "
-                + (
-                    "unpriced"
-                    if estimate.estimated_usd is None
-                    else f"${estimate.estimated_usd:.4f}"
-                )
-                + f". Nothing was written and this run holds no worker. {_commands(context.run_id)}"
-            ),
-            metadata=metadata,
-            allow_retries=False,
-        )
+
+    why = (
+        f"{len(diff.removed)} AI channel(s) and {len(diff.removed_packages)} AI package(s) "
+        "on air would be removed"
+        if diff.removes_anything
+        else "approval is required for every lineup of this run"
+    )
+    decision, resolved_by = pass_gate(
+        context,
+        approvals,
+        gate_id=GATE_ID,
+        policy=settings.approval,
+        pre_approved=settings.confirm_wipe,
+        removes_anything=diff.removes_anything,
+        payload={
+            "diff": diff.model_dump(mode="json"),
+            "estimate": estimate.model_dump(mode="json"),
+        },
+        expiry_hours=settings.approval_expiry_hours,
+        question=(
+            f"{why}; {len(diff.created)} created, "
+            f"{len(diff.renumbered)} renumbered, {len(diff.unchanged)} unchanged"
+            + (f", {len(diff.kept)} kept as they are (limit)" if diff.kept else "")
+            + "; expected "
+            "build cost "
+            + ("unpriced" if estimate.estimated_usd is None else f"${estimate.estimated_usd:.4f}")
+        ),
+        metadata=metadata,
+        on_stop=stopping,
+    )
     _trace(
         context,
         ai,

@@ -342,6 +342,8 @@ def report_lineup(
             raise dg.Failure(description=str(error)) from error
         for channel in kept:
             context.log.warning(channel.describe())
+        # What this lineup leaves on air, so a rollback can tell whether anyone changed it since.
+        database.stores().rollback.record_after(analyzed.settings.ledger_id)
         root = context.dagster_run.root_run_id or context.run_id
         waited = approval_wait(database.stores().approvals.find(root))
         report = assemble_report(analyzed, planned, packages, results, ai, kept, waited)

@@ -58,7 +58,7 @@ from resources.stores.ai import AiStore, media_items
 from resources.stores.channels import AirwaveStore
 from resources.stores.library import apply_library_switches, library_synced, sync_library
 
-OP_VERSION = "ai-lineup-v4"
+OP_VERSION = "ai-lineup-v5"
 """Code version of every op of this job; bump it when an op's behaviour or output type changes."""
 
 

@@ -16,6 +16,7 @@ from resources.stores.channels import AirwaveStore
 from resources.stores.claims import DEFAULT_STALE_SECONDS, ChannelClaims
 from resources.stores.engine import engine_for
 from resources.stores.maintenance import MaintenanceStore
+from resources.stores.rollback import RollbackStore
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Stores:
     ai: AiStore
     maintenance: MaintenanceStore
     approvals: ApprovalStore
+    rollback: RollbackStore
 
 
 def open_stores(
@@ -53,4 +55,5 @@ def open_stores(
         ai=AiStore(engine, deployment),
         maintenance=MaintenanceStore(channels),
         approvals=ApprovalStore(engine),
+        rollback=RollbackStore(engine, deployment),
     )

@@ -22,6 +22,7 @@ from airwave_dagster.domain.ai.usage import Usage, add_usage
 from airwave_dagster.domain.library import MediaItem
 from resources import tables as t
 from resources.airwave_attached import Deployment
+from resources.stores.rollback import take_snapshot
 from resources.stores.rows import STORE_LOG, cap_json, keyed, new_id
 
 TRACE_TEXT_LIMIT = 20_000
@@ -453,6 +454,9 @@ class AiStore:
     ) -> tuple[WipeCounts, dict[str, str], list[str]]:
         """Wipe the source's AI lineup and create the plan's packages, in ONE transaction.
 
+        First, with a `ledger_id`, the rows it replaces are captured for a rollback
+        (`resources/stores/rollback.py`), once per lineup.
+
         Only rows with `ai_generated` set are deleted: this source's AI channels (their
         definitions and schedules cascade), then AI packages no other source's AI lineup uses
         (manual or preset channels filed into one are detached first, never deleted). Because it
@@ -483,6 +487,21 @@ class AiStore:
         ids: dict[str, str] = {}
         created: list[str] = []
         with self.engine.begin() as conn:
+            if ledger_id:
+                # What a rollback of this lineup puts back: every AI channel in scope, taken
+                # before anything moves (a retried wipe keeps the first attempt's snapshot).
+                take_snapshot(
+                    conn,
+                    ledger_id=ledger_id,
+                    source_id=source_id,
+                    attached=self.deployment.attached,
+                    channels=sa.and_(
+                        t.channel.c.ai_generated.is_(True),
+                        self._in_scope(source_id),
+                        t.channel.c.id.not_in(_unsettled()),
+                    ),
+                    packages=self._doomed_packages(conn, source_id, keep),
+                )
             self._park(conn, source_id, park, ledger_id)
             wiped = dataclasses.replace(
                 self.wipe_counts(source_id, conn, keep),
