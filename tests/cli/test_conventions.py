@@ -96,7 +96,9 @@ def test_help_lists_every_command_with_its_whole_first_sentence() -> None:
         assert "..." not in listed, output
     listing = " ".join(CliRunner().invoke(main, ["--help"], terminal_width=80).output.split())
     assert "Approve the lineup a run stopped at, and continue its run tree" in listing
-    assert "Run the Dagster UI, daemon and code server as `dg dev` does (private Postgres" in listing
+    assert (
+        "Run the Dagster UI, daemon and code server as `dg dev` does (private Postgres" in listing
+    )
 
 
 def test_runs_table_keeps_start_times_on_one_line_and_shows_dry_runs() -> None:
