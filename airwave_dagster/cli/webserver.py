@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from airwave_dagster.cli import environment
-from airwave_dagster.cli.starts import LaunchRefused, RunInfo
+from airwave_dagster.cli.starts import ConfigInvalid, LaunchRefused, RunInfo
 from airwave_dagster.run_tags import IDEMPOTENCY_TAG
 
 ANNOUNCEMENT = "airwave-webserver.json"
@@ -91,6 +91,13 @@ mutation Terminate($runId: String!) {
 }
 """
 
+REEXECUTE_WITH = f"""
+mutation ReexecuteWith($params: ExecutionParams!) {{
+  launchPipelineReexecution(executionParams: $params) {{ {_LAUNCHED} }}
+}}
+"""
+"""A re-execution whose config and steps the caller names: `launchRunReexecution` takes neither."""
+
 REEXECUTE = f"""
 mutation Reexecute($parentRunId: String!, $strategy: ReexecutionStrategy!) {{
   launchRunReexecution(reexecutionParams: {{parentRunId: $parentRunId, strategy: $strategy}}) {{
@@ -138,6 +145,37 @@ class Webserver:
         strategy = "FROM_FAILURE" if from_failure else "ALL_STEPS"
         answer = self.graphql(REEXECUTE, {"parentRunId": run_id, "strategy": strategy})
         return _launched(answer["launchRunReexecution"])
+
+    def reexecute_with(
+        self,
+        job_name: str,
+        run_config: Mapping[str, Any],
+        tags: Mapping[str, str],
+        *,
+        parent_run_id: str,
+        root_run_id: str,
+        step_keys: list[str] | None,
+    ) -> str:
+        """A re-execution of `parent_run_id` with this config and these steps (None: all)."""
+        params = {
+            "selector": {
+                "repositoryLocationName": LOCATION_NAME,
+                "repositoryName": REPOSITORY_NAME,
+                "jobName": job_name,
+            },
+            "runConfigData": dict(run_config),
+            "executionMetadata": {
+                "parentRunId": parent_run_id,
+                "rootRunId": root_run_id,
+                "tags": [{"key": k, "value": v} for k, v in tags.items()],
+            },
+            "stepKeys": step_keys,
+        }
+        answer = self.graphql(REEXECUTE_WITH, {"params": params})["launchPipelineReexecution"]
+        if answer["__typename"] == "RunConfigValidationInvalid":  # against the current schema
+            detail = "; ".join(str(error["message"]) for error in answer["errors"])
+            raise ConfigInvalid(f"the run config is invalid: {detail}")
+        return _launched(answer)
 
     def terminate(self, run_id: str) -> bool:
         """Ask the webserver to terminate a run; whether it accepted."""
@@ -308,9 +346,42 @@ class WebserverTarget:
         """See `starts.Target`."""
         return self.server.submit(job_name, run_config, tags)
 
-    def reexecute(self, run_id: str, *, from_failure: bool) -> str:
-        """See `starts.Target`."""
-        return self.server.reexecute(run_id, from_failure=from_failure)
+    def reexecute(
+        self, run_id: str, *, from_failure: bool, config: Mapping[str, object] | None = None
+    ) -> str:
+        """See `starts.Target`.
+
+        With `config` this process loads Dagster: the complete resume's steps and the check of
+        the change are computed here from the instance (`reconfigured_resume`), and the run is
+        sent as a re-execution with explicit config and steps; the run queue's version guard
+        still judges it on submit.
+        """
+        if config is None:
+            return self.server.reexecute(run_id, from_failure=from_failure)
+        import dagster as dg
+
+        from airwave_dagster.durability import resume
+        from airwave_dagster.durability.reconfig import ConfigChangeRefused, InvalidRunConfig
+
+        instance = dg.DagsterInstance.get()
+        parent = instance.get_run_by_id(run_id)
+        if parent is None:
+            raise LaunchRefused(f"no run {run_id}")
+        plan = resume.reconfigured_resume if from_failure else resume.reconfigured_all_steps
+        try:
+            planned = plan(instance, parent, config)
+        except InvalidRunConfig as error:
+            raise ConfigInvalid(str(error)) from error
+        except (ConfigChangeRefused, dg.DagsterInvalidSubsetError) as error:
+            raise LaunchRefused(str(error)) from error
+        return self.server.reexecute_with(
+            parent.job_name,
+            planned.run_config,
+            planned.tags,
+            parent_run_id=parent.run_id,
+            root_run_id=parent.root_run_id or parent.run_id,
+            step_keys=planned.step_keys or None,
+        )
 
     def fail_if_dead(self, run: RunInfo) -> RunInfo:
         """See `starts.Target`."""
