@@ -363,17 +363,17 @@ class WebserverTarget:
         from airwave_dagster.durability import resume
         from airwave_dagster.durability.reconfig import ConfigChangeRefused, InvalidRunConfig
 
-        instance = dg.DagsterInstance.get()
-        parent = instance.get_run_by_id(run_id)
-        if parent is None:
-            raise LaunchRefused(f"no run {run_id}")
         plan = resume.reconfigured_resume if from_failure else resume.reconfigured_all_steps
-        try:
-            planned = plan(instance, parent, config)
-        except InvalidRunConfig as error:
-            raise ConfigInvalid(str(error)) from error
-        except (ConfigChangeRefused, dg.DagsterInvalidSubsetError) as error:
-            raise LaunchRefused(str(error)) from error
+        with dg.DagsterInstance.get() as instance:
+            parent = instance.get_run_by_id(run_id)
+            if parent is None:
+                raise LaunchRefused(f"no run {run_id}")
+            try:
+                planned = plan(instance, parent, config)
+            except InvalidRunConfig as error:
+                raise ConfigInvalid(str(error)) from error
+            except (ConfigChangeRefused, dg.DagsterInvalidSubsetError) as error:
+                raise LaunchRefused(str(error)) from error
         return self.server.reexecute_with(
             parent.job_name,
             planned.run_config,

@@ -85,6 +85,16 @@ def test_one_finished_mapped_step_settles_its_op() -> None:
     assert refused == {"ops.build_channel.config.x": ["build_channel"]}
 
 
+def test_an_ai_budget_is_refused_once_the_analysis_that_froze_it_completed() -> None:
+    # analyze_library resolves the whole config into its stored settings and opens the ledger
+    # with the budget; later steps read those, never the run config.
+    path = "ops.analyze_library.config.budget_usd"
+    settled = ["analyze_library", "plan_lineup", "build_ai_channel[ch_1001]"]
+
+    assert reconfig.refusals([path], settled) == {path: ["analyze_library"]}
+    assert reconfig.refusals([path], []) == {}, "a failed analysis reads the new budget"
+
+
 def test_resources_are_read_by_every_completed_op() -> None:
     refused = reconfig.refusals(["resources.plex.config.base_url"], SETTLED)
 

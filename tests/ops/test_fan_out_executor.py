@@ -66,7 +66,7 @@ def test_the_run_config_may_set_its_own_bound(
 
 
 def test_a_bound_below_one_is_refused_with_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(dg.DagsterInvalidConfigError, match="execution.config.max_concurrent"):
+    with pytest.raises(dg.DagsterInvalidConfigError, match=r"execution\.config\.max_concurrent"):
         _create(monkeypatch, max_concurrent=0)
 
 
