@@ -6,7 +6,9 @@ in `<DAGSTER_HOME>/airwave-webserver.json` (port and pid); a command finds it th
 the process lives and answers, and otherwise falls back to starting its own code server.
 Submissions send the mutations the UI sends (`launchRun`, and `launchRunReexecution` for a
 from-failure re-execution), so the run queue, the code-version guard and the complete resume are
-the ones the UI gets. Plain HTTP and JSON, not dagster-graphql's client: that client loads Dagster
+the ones the UI gets. A re-execution with edited config is the exception: `launchRunReexecution`
+takes no config, so the command computes the complete resume itself and sends
+`launchPipelineReexecution` with the config and the steps, as the UI's Launchpad does. Plain HTTP and JSON, not dagster-graphql's client: that client loads Dagster
 (about a second), and this path exists to answer at once.
 """
 
