@@ -8,8 +8,10 @@ Submissions send the mutations the UI sends (`launchRun`, and `launchRunReexecut
 from-failure re-execution), so the run queue, the code-version guard and the complete resume are
 the ones the UI gets. A re-execution with edited config is the exception: `launchRunReexecution`
 takes no config, so the command computes the complete resume itself and sends
-`launchPipelineReexecution` with the config and the steps, as the UI's Launchpad does. Plain HTTP and JSON, not dagster-graphql's client: that client loads Dagster
-(about a second), and this path exists to answer at once.
+`launchPipelineReexecution` with the config and the steps, as the UI's Launchpad does (after
+`isPipelineConfigValid` judged the config against the code the server runs). Plain HTTP and
+JSON, not dagster-graphql's client: that client loads Dagster (about a second), and this path
+exists to answer at once.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +103,18 @@ mutation ReexecuteWith($params: ExecutionParams!) {{
 """
 """A re-execution whose config and steps the caller names: `launchRunReexecution` takes neither."""
 
+VALID = """
+query Valid($pipeline: PipelineSelector!, $config: RunConfigData) {
+  isPipelineConfigValid(pipeline: $pipeline, mode: "default", runConfigData: $config) {
+    __typename
+    ... on RunConfigValidationInvalid { errors { message } }
+    ... on PipelineNotFoundError { message }
+    ... on InvalidSubsetError { message }
+    ... on PythonError { message }
+  }
+}
+"""
+
 REEXECUTE = f"""
 mutation Reexecute($parentRunId: String!, $strategy: ReexecutionStrategy!) {{
   launchRunReexecution(reexecutionParams: {{parentRunId: $parentRunId, strategy: $strategy}}) {{
@@ -147,6 +162,20 @@ class Webserver:
         strategy = "FROM_FAILURE" if from_failure else "ALL_STEPS"
         answer = self.graphql(REEXECUTE, {"parentRunId": run_id, "strategy": strategy})
         return _launched(answer["launchRunReexecution"])
+
+    def validate(self, job_name: str, run_config: Mapping[str, Any]) -> None:
+        """`ConfigInvalid` with Dagster's words when the job as served rejects `run_config`."""
+        pipeline = {
+            "repositoryLocationName": LOCATION_NAME,
+            "repositoryName": REPOSITORY_NAME,
+            "pipelineName": job_name,
+        }
+        answer = self.graphql(VALID, {"pipeline": pipeline, "config": dict(run_config)})
+        verdict = answer["isPipelineConfigValid"]
+        if verdict["__typename"] == "RunConfigValidationInvalid":
+            detail = "; ".join(str(error["message"]) for error in verdict["errors"])
+            raise ConfigInvalid(f"the run config is invalid: {detail}")
+        _ok(verdict, "PipelineConfigValidationValid")
 
     def reexecute_with(
         self,
@@ -363,7 +392,7 @@ class WebserverTarget:
         import dagster as dg
 
         from airwave_dagster.durability import resume
-        from airwave_dagster.durability.reconfig import ConfigChangeRefused, InvalidRunConfig
+        from airwave_dagster.durability.reconfig import ConfigChangeRefused
 
         plan = resume.reconfigured_resume if from_failure else resume.reconfigured_all_steps
         with dg.DagsterInstance.get() as instance:
@@ -371,9 +400,9 @@ class WebserverTarget:
             if parent is None:
                 raise LaunchRefused(f"no run {run_id}")
             try:
-                planned = plan(instance, parent, config)
-            except InvalidRunConfig as error:
-                raise ConfigInvalid(str(error)) from error
+                planned = plan(
+                    instance, parent, config, partial(self.server.validate, parent.job_name)
+                )
             except (ConfigChangeRefused, dg.DagsterInvalidSubsetError) as error:
                 raise LaunchRefused(str(error)) from error
         return self.server.reexecute_with(

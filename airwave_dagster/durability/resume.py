@@ -16,7 +16,7 @@ loaded from the run that produced them through the Postgres IO manager; nothing 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -193,28 +193,28 @@ class ReconfiguredResume:
     changes: list[str]
 
 
+Validator = Callable[[Mapping[str, Any]], None]
+"""Raises (an error of the caller's) for a run config the job's current schema rejects."""
+
+
 def reconfigured_resume(
-    instance: dg.DagsterInstance, parent_run: dg.DagsterRun, edit: Mapping[str, Any]
+    instance: dg.DagsterInstance,
+    parent_run: dg.DagsterRun,
+    edit: Mapping[str, Any],
+    validator: Validator,
 ) -> ReconfiguredResume:
     """The complete resume of `parent_run` with `edit` merged over its config, checked.
 
     For a webserver's `launchPipelineReexecution`, which takes config and step keys but never
-    computes a complete resume: validated against the parent's config schema (the webserver
-    validates against the current one again), the change checked (`reconfig.check_change`).
+    computes a complete resume. `validator` judges the merged config against the job as the
+    webserver now serves it (the parent's snapshot may predate a config field); then the change
+    is checked (`reconfig.check_change`).
 
     Raises:
-        CodeVersionChanged: Not here: the run queue's guard refuses those on submit.
-        InvalidRunConfig: The merged config does not validate.
-        ConfigChangeRefused: A change that a replayed step already used.
+        ConfigChangeRefused: A change that a replayed step already used (after `validator`).
     """
     config = merge(parent_run.run_config, edit)
-    if parent_run.job_snapshot_id is not None:
-        snapshot = instance.get_job_snapshot(parent_run.job_snapshot_id)
-        validate(
-            snapshot.config_schema_snapshot,
-            snapshot.mode_def_snaps[0].root_config_key if snapshot.mode_def_snaps else None,
-            config,
-        )
+    validator(config)
     steps, added, _ = complete_selection(instance, parent_run)
     changes = check_change(
         parent_run.run_id,
@@ -227,24 +227,17 @@ def reconfigured_resume(
 
 
 def reconfigured_all_steps(
-    instance: dg.DagsterInstance, parent_run: dg.DagsterRun, edit: Mapping[str, Any]
+    instance: dg.DagsterInstance,
+    parent_run: dg.DagsterRun,
+    edit: Mapping[str, Any],
+    validator: Validator,
 ) -> ReconfiguredResume:
     """Every step of `parent_run`'s job again with `edit` merged over its config (no steps named).
 
-    Nothing is replayed, so every change is allowed once the config validates (against the
-    parent's schema; a webserver validates against the current one again).
-
-    Raises:
-        InvalidRunConfig: The merged config does not validate.
+    Nothing is replayed, so every change is allowed once `validator` accepts the config.
     """
     config = merge(parent_run.run_config, edit)
-    if parent_run.job_snapshot_id is not None:
-        snapshot = instance.get_job_snapshot(parent_run.job_snapshot_id)
-        validate(
-            snapshot.config_schema_snapshot,
-            snapshot.mode_def_snaps[0].root_config_key if snapshot.mode_def_snaps else None,
-            config,
-        )
+    validator(config)
     changes = check_change(parent_run.run_id, parent_run.run_config, config, ())
     tags = {
         k: v
