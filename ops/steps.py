@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import dagster as dg
 
@@ -142,7 +142,8 @@ def fan_out_executor(
     `llm` pool also wait for one of its slots, shared with every other run.
 
     Args:
-        max_concurrent: Steps running at once (multiprocess).
+        max_concurrent: Steps running at once (multiprocess): the default of the run config's
+            `execution.config.max_concurrent`.
         start_method: "forkserver" (default) or "spawn" (benchmarks compare the two).
         llm_pool: The job has ops in `LLM_POOL`: set the pool's limit when a run starts.
     """
@@ -160,6 +161,15 @@ def fan_out_executor(
     @dg.executor(
         name="fan_out",
         requirements=dg.multiple_process_executor_requirements(),
+        config_schema={
+            "max_concurrent": dg.Field(
+                dg.IntSource,
+                default_value=max_concurrent,
+                is_required=False,
+                description="Steps of this run executing at once (multiprocess; celery ignores "
+                "it). Read when the run starts, so a resume may lower or raise it.",
+            )
+        },
     )
     def _fan_out(init_context: dg.InitExecutorContext) -> dg.Executor:
         settings = Settings.load()
@@ -184,7 +194,15 @@ def fan_out_executor(
             _core_multiprocess_executor_creation,
         )
 
-        return HeartbeatExecutor(_core_multiprocess_executor_creation(multiprocess))
+        bound = cast("int", init_context.executor_config["max_concurrent"])
+        if bound < 1:
+            raise dg.DagsterInvalidConfigError(
+                f"execution.config.max_concurrent must be at least 1, got {bound}", [], bound
+            )
+        return HeartbeatExecutor(
+            _core_multiprocess_executor_creation({**multiprocess, "max_concurrent": bound}),
+            bound=bound,
+        )
 
     return _fan_out
 
@@ -196,17 +214,21 @@ class HeartbeatExecutor(dg.Executor):
     too but never orchestrate, so they never beat. Every other member is the wrapped executor's.
     """
 
-    def __init__(self, wrapped: dg.Executor) -> None:
+    def __init__(self, wrapped: dg.Executor, bound: int | None = None) -> None:
         self.wrapped = wrapped
+        self.bound = bound
 
     def execute(self, plan_context: Any, execution_plan: Any) -> Iterator[Any]:
+        if self.bound is not None:
+            # In the run's log, so a resume with a lower `max_concurrent` shows it took effect.
+            plan_context.log.info(f"fan-out executor: at most {self.bound} steps at once")
         with heartbeats.beating(plan_context.instance, plan_context.run_id):
             yield from self.wrapped.execute(plan_context, execution_plan)
 
     def __getattr__(self, name: str) -> Any:
         # The celery execution loop reads its executor's own members (`app_args()`, `broker`):
         # whatever this wrapper does not define is the wrapped executor's.
-        if name == "wrapped":  # not set yet (copying, unpickling): never recurse
+        if name in ("wrapped", "bound"):  # not set yet (copying, unpickling): never recurse
             raise AttributeError(name)
         return getattr(self.wrapped, name)
 

@@ -25,7 +25,7 @@ from dagster._core.workspace.load_target import WorkspaceFileTarget
 
 from airwave_dagster.cli.environment import airwave_home, open_project_stores, workspace_file
 from airwave_dagster.cli.outages import patiently
-from airwave_dagster.cli.starts import WILL_RETRY_TAG, LaunchRefused, RunInfo
+from airwave_dagster.cli.starts import WILL_RETRY_TAG, ConfigInvalid, LaunchRefused, RunInfo
 from airwave_dagster.run_tags import CANCEL_REASON_TAG, IDEMPOTENCY_TAG
 
 LOCATION_NAME = "airwave"
@@ -360,43 +360,77 @@ def _location_and_job(context: BaseWorkspaceRequestContext, job_name: str) -> tu
     return context.get_code_location(LOCATION_NAME), remote_job(context, job_name)
 
 
-def _resume_run(
-    instance: dg.DagsterInstance, context: BaseWorkspaceRequestContext, parent: dg.DagsterRun
-) -> dg.DagsterRun:
-    """Create the complete from-failure re-execution of a failed or canceled run."""
-    from airwave_dagster.durability.resume import create_resume_run
+@contextmanager
+def _refusals() -> Iterator[None]:
+    """A version or config refusal as the `LaunchRefused` the commands report (4; 3: invalid)."""
+    from airwave_dagster.durability.reconfig import ConfigChangeRefused, InvalidRunConfig
     from airwave_dagster.durability.versions import CodeVersionChanged
 
-    location, job = _location_and_job(context, parent.job_name)
     try:
+        yield
+    except InvalidRunConfig as error:
+        raise ConfigInvalid(str(error)) from error
+    except (CodeVersionChanged, ConfigChangeRefused, dg.DagsterInvalidSubsetError) as error:
+        raise LaunchRefused(str(error)) from error
+
+
+def _resume_run(
+    instance: dg.DagsterInstance,
+    context: BaseWorkspaceRequestContext,
+    parent: dg.DagsterRun,
+    edit: Mapping[str, Any] | None = None,
+) -> dg.DagsterRun:
+    """Create the complete from-failure re-execution of a failed or canceled run.
+
+    `edit`, a partial run config, is merged over the parent's; `create_resume_run` validates
+    and checks the change before creating anything.
+    """
+    from airwave_dagster.durability.reconfig import merge
+    from airwave_dagster.durability.resume import create_resume_run
+
+    location, job = _location_and_job(context, parent.job_name)
+    with _refusals():
         return create_resume_run(
             instance,
             request_context=context,
             parent_run=parent,
             code_location=location,
             remote_job=job,
+            run_config=merge(parent.run_config, edit) if edit is not None else None,
         )
-    except CodeVersionChanged as error:
-        raise LaunchRefused(str(error)) from error
-    except dg.DagsterInvalidSubsetError as error:
-        raise LaunchRefused(str(error)) from error
 
 
 def _all_steps_run(
-    instance: dg.DagsterInstance, context: BaseWorkspaceRequestContext, parent: dg.DagsterRun
+    instance: dg.DagsterInstance,
+    context: BaseWorkspaceRequestContext,
+    parent: dg.DagsterRun,
+    edit: Mapping[str, Any] | None = None,
 ) -> dg.DagsterRun:
-    """Create a new run of every step of `parent`'s job with its config (nothing replayed)."""
+    """Create a new run of every step of `parent`'s job with its config (nothing replayed).
+
+    With `edit` merged over the config: validated, and any change allowed (nothing replayed).
+    """
     from dagster._core.execution.plan.resume_retry import ReexecutionStrategy
 
+    from airwave_dagster.durability import reconfig
+    from airwave_dagster.run_tags import CONFIG_CHANGED_TAG
+
     location, job = _location_and_job(context, parent.job_name)
-    return instance.create_reexecuted_run(
-        request_context=context,
-        parent_run=parent,
-        code_location=location,
-        remote_job=job,
-        strategy=ReexecutionStrategy.ALL_STEPS,
-        use_parent_run_tags=True,
-    )
+    config = reconfig.merge(parent.run_config, edit or {})
+    changes = reconfig.changed_paths(parent.run_config, config)
+    with _refusals():
+        if changes:
+            reconfig.validate(job.config_schema_snapshot, job.root_config_key, config)
+        return instance.create_reexecuted_run(
+            request_context=context,
+            parent_run=parent,
+            code_location=location,
+            remote_job=job,
+            strategy=ReexecutionStrategy.ALL_STEPS,
+            run_config=config,
+            extra_tags={CONFIG_CHANGED_TAG: reconfig.changed_tag(changes)} if changes else None,
+            use_parent_run_tags=True,
+        )
 
 
 class CodeServerTarget:
@@ -454,13 +488,14 @@ class CodeServerTarget:
         run = create_run(self.instance, self.context, job_name, run_config, tags)
         return launch(self.instance, self.context, run).run_id
 
-    def reexecute(self, run_id: str, *, from_failure: bool) -> str:
+    def reexecute(
+        self, run_id: str, *, from_failure: bool, config: Mapping[str, object] | None = None
+    ) -> str:
         """See `starts.Target`."""
         parent = self._stored(run_id)
         create = _resume_run if from_failure else _all_steps_run
-        return launch(
-            self.instance, self.context, create(self.instance, self.context, parent)
-        ).run_id
+        child = create(self.instance, self.context, parent, config)
+        return launch(self.instance, self.context, child).run_id
 
     def fail_if_dead(self, run: RunInfo) -> RunInfo:
         """See `starts.Target`."""

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -20,6 +21,7 @@ from airwave_dagster.cli import console, environment, starts
 from airwave_dagster.run_tags import (
     AI_LINEUP_JOB,
     CANCEL_REASON_TAG,
+    CONFIG_CHANGED_TAG,
     DRY_RUN_TAG,
     IMPORT_LINEUP_JOB,
     LINEUP_TAG,
@@ -254,6 +256,7 @@ def runs_show(run_id: str, as_json: bool) -> None:
                     "status": run.status.value,
                     "parent_run_id": run.parent_run_id,
                     "cancel_reason": run.tags.get(CANCEL_REASON_TAG),
+                    "config_changed": config_changes(run.tags),
                     "steps": steps,
                     "failures": failures,
                     "tree": tree,
@@ -266,6 +269,9 @@ def runs_show(run_id: str, as_json: bool) -> None:
     console.stdout.print(f"run {run_id} ({run.job_name}): {run.status.value}", highlight=False)
     if run.tags.get(CANCEL_REASON_TAG):
         console.stdout.print(f"  cancel reason: {run.tags[CANCEL_REASON_TAG]}", highlight=False)
+    if config_changes(run.tags):
+        changed = ", ".join(config_changes(run.tags))
+        console.stdout.print(f"  config changed from its parent: {changed}", highlight=False)
     for state, keys in steps.items():
         shown = ", ".join(keys[:10]) + (f", … ({len(keys) - 10} more)" if len(keys) > 10 else "")
         console.stdout.print(f"  {state}: {len(keys)}  {shown}", highlight=False)
@@ -290,28 +296,89 @@ def runs_show(run_id: str, as_json: bool) -> None:
         console.stdout.print_json(json.dumps(report))
 
 
+def config_changes(tags: Mapping[str, str]) -> list[str]:
+    """The run config paths a re-execution changed from its parent (`CONFIG_CHANGED_TAG`)."""
+    value = tags.get(CONFIG_CHANGED_TAG, "")
+    return value.split(",") if value else []
+
+
+def read_config_edit(path: Path | None) -> dict[str, Any] | None:
+    """The partial run config of `--config FILE` (YAML, so JSON too); exit 3 when unreadable."""
+    if path is None:
+        return None
+    import yaml  # type: ignore[import-untyped]  # PyYAML (a Dagster dependency) ships no stubs
+
+    try:
+        edit = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        console.fail(f"cannot read the config {path}: {error}", console.ExitCode.INPUT_REFUSED)
+    if not isinstance(edit, dict):
+        console.fail(
+            f"{path} must hold a run config mapping (e.g. `execution: {{config: …}}`)",
+            console.ExitCode.INPUT_REFUSED,
+        )
+    return edit
+
+
+_CONFIG_HELP = (
+    "A partial run config (YAML or JSON) merged over the run's; refused when a change would "
+    "alter what a completed step already did (docs/durability.md)."
+)
+
+
 @runs_group.command("resume")
 @click.argument("run_id")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help=_CONFIG_HELP,
+)
 @click.option("--wait", is_flag=True, help="Wait for the resumed run and print its outcome.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON (implies --wait).")
-def runs_resume(run_id: str, wait: bool, as_json: bool) -> None:
+def runs_resume(run_id: str, config_file: Path | None, wait: bool, as_json: bool) -> None:
     """Re-execute exactly what a failed or canceled run left undone.
 
     Failed steps, started-but-unfinished steps and mapped steps that never started, plus
     everything downstream; every completed step's stored output is replayed, not recomputed.
+    With --config, a change is allowed only where no replayed step used the old value (e.g. a
+    lower `execution.config.max_concurrent`, or the config of an op that has not completed).
     """
-    _start_from(run_id, starts.resume, wait=wait or as_json, as_json=as_json, verb="resumed as")
+    edit = read_config_edit(config_file)
+    _start_from(
+        run_id,
+        lambda target, parent: starts.resume(target, parent, edit),
+        wait=wait or as_json,
+        as_json=as_json,
+        verb="resumed as",
+    )
 
 
 @runs_group.command("reexecute")
 @click.argument("run_id")
 @click.option("--all", "all_steps", is_flag=True, required=True, help="Every step (required).")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A partial run config (YAML or JSON) merged over the run's.",
+)
 @click.option("--wait", is_flag=True, help="Wait for the new run and print its outcome.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON (implies --wait).")
-def runs_reexecute(run_id: str, all_steps: bool, wait: bool, as_json: bool) -> None:
-    """Run every step of a finished run's job again, with its config (nothing is replayed)."""
+def runs_reexecute(
+    run_id: str, all_steps: bool, config_file: Path | None, wait: bool, as_json: bool
+) -> None:
+    """Run every step of a finished run's job again, with its config (nothing is replayed).
+
+    With --config, merged over the run's config; any valid change is allowed.
+    """
+    edit = read_config_edit(config_file)
     _start_from(
-        run_id, starts.reexecute_all, wait=wait or as_json, as_json=as_json, verb="re-executed as"
+        run_id,
+        lambda target, parent: starts.reexecute_all(target, parent, edit),
+        wait=wait or as_json,
+        as_json=as_json,
+        verb="re-executed as",
     )
 
 
@@ -325,7 +392,8 @@ def _start_from(
 ) -> None:
     """Start a run from `run_id` (`how`: resume or re-execute) and report it like `_finish`.
 
-    Exit 5 when there is no such run, 4 when it cannot be resumed or re-executed now.
+    Exit 5 when there is no such run, 3 when its edited config does not validate, 4 when it
+    cannot be resumed or re-executed now (or with that config change).
     """
     server = console.prepare_to_start()
     run_id = console.run_id(run_id)
@@ -334,6 +402,8 @@ def _start_from(
             run = how(target, run_id)
         except starts.RunNotFound as error:
             console.fail(str(error), console.ExitCode.NOT_FOUND)
+        except starts.ConfigInvalid as error:
+            console.fail(str(error), console.ExitCode.INPUT_REFUSED)
         except starts.LaunchRefused as error:
             console.fail(str(error), console.ExitCode.CONFLICT)
         console.show_run_page(run.run_id, target)

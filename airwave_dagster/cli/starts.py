@@ -37,6 +37,10 @@ class RunNotFound(LaunchRefused):
     """The run named does not exist in this instance."""
 
 
+class ConfigInvalid(LaunchRefused):
+    """A re-execution's edited run config does not validate against the job's schema."""
+
+
 @dataclass(frozen=True)
 class RunInfo:
     """What a start needs to know of a run, from either target."""
@@ -80,8 +84,15 @@ class Target(Protocol):
         """Start a new run of `job_name`; its id. Raises `LaunchRefused` with the reason."""
         ...
 
-    def reexecute(self, run_id: str, *, from_failure: bool) -> str:
-        """The complete from-failure resume of `run_id`, or all its steps again; the new id."""
+    def reexecute(
+        self, run_id: str, *, from_failure: bool, config: Mapping[str, object] | None = None
+    ) -> str:
+        """The complete from-failure resume of `run_id`, or all its steps again; the new id.
+
+        `config` is a partial run config merged over the parent's (docs/durability.md,
+        "Re-execution with edited config"): `ConfigInvalid` when the result does not validate,
+        `LaunchRefused` naming the path when a replayed step already used a changed value.
+        """
         ...
 
     def fail_if_dead(self, run: RunInfo) -> RunInfo:
@@ -114,8 +125,10 @@ def latest_in_tree(target: Target, run: RunInfo) -> RunInfo:
     return max(target.tree(run.run_id) or [run], key=lambda candidate: candidate.created)
 
 
-def resume(target: Target, run_id: str) -> RunInfo:
+def resume(target: Target, run_id: str, config: Mapping[str, object] | None = None) -> RunInfo:
     """Resume a failed or canceled run (a dead in-progress one is marked failed first).
+
+    With `config`, a partial run config merged over the run's (`Target.reexecute`).
 
     Raises:
         RunNotFound: No such run.
@@ -132,17 +145,23 @@ def resume(target: Target, run_id: str) -> RunInfo:
             else "wait for it to finish, or cancel it first (`airwave runs cancel`)"
         )
         raise LaunchRefused(f"run {run_id} is {parent.status}: {hint}")
-    return _created(target, target.reexecute(run_id, from_failure=True))
+    return _created(target, target.reexecute(run_id, from_failure=True, config=config))
 
 
-def reexecute_all(target: Target, run_id: str) -> RunInfo:
-    """Run every step of a finished run's job again with its config (nothing replayed)."""
+def reexecute_all(
+    target: Target, run_id: str, config: Mapping[str, object] | None = None
+) -> RunInfo:
+    """Run every step of a finished run's job again with its config (nothing replayed).
+
+    With `config`, a partial run config merged over the run's: any valid change is allowed,
+    since no step's output is replayed.
+    """
     parent = target.run(run_id)
     if parent is None:
         raise RunNotFound(f"no run {run_id}")
     if not parent.is_finished:
         raise LaunchRefused(f"run {run_id} is {parent.status}: wait for it or cancel it")
-    return _created(target, target.reexecute(run_id, from_failure=False))
+    return _created(target, target.reexecute(run_id, from_failure=False, config=config))
 
 
 def start(

@@ -6,8 +6,12 @@ in `<DAGSTER_HOME>/airwave-webserver.json` (port and pid); a command finds it th
 the process lives and answers, and otherwise falls back to starting its own code server.
 Submissions send the mutations the UI sends (`launchRun`, and `launchRunReexecution` for a
 from-failure re-execution), so the run queue, the code-version guard and the complete resume are
-the ones the UI gets. Plain HTTP and JSON, not dagster-graphql's client: that client loads Dagster
-(about a second), and this path exists to answer at once.
+the ones the UI gets. A re-execution with edited config is the exception: `launchRunReexecution`
+takes no config, so the command computes the complete resume itself and sends
+`launchPipelineReexecution` with the config and the steps, as the UI's Launchpad does (after
+`isPipelineConfigValid` judged the config against the code the server runs). Plain HTTP and
+JSON, not dagster-graphql's client: that client loads Dagster (about a second), and this path
+exists to answer at once.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from airwave_dagster.cli import environment
-from airwave_dagster.cli.starts import LaunchRefused, RunInfo
+from airwave_dagster.cli.starts import ConfigInvalid, LaunchRefused, RunInfo
 from airwave_dagster.run_tags import IDEMPOTENCY_TAG
 
 ANNOUNCEMENT = "airwave-webserver.json"
@@ -91,6 +96,25 @@ mutation Terminate($runId: String!) {
 }
 """
 
+REEXECUTE_WITH = f"""
+mutation ReexecuteWith($params: ExecutionParams!) {{
+  launchPipelineReexecution(executionParams: $params) {{ {_LAUNCHED} }}
+}}
+"""
+"""A re-execution whose config and steps the caller names: `launchRunReexecution` takes neither."""
+
+VALID = """
+query Valid($pipeline: PipelineSelector!, $config: RunConfigData) {
+  isPipelineConfigValid(pipeline: $pipeline, mode: "default", runConfigData: $config) {
+    __typename
+    ... on RunConfigValidationInvalid { errors { message } }
+    ... on PipelineNotFoundError { message }
+    ... on InvalidSubsetError { message }
+    ... on PythonError { message }
+  }
+}
+"""
+
 REEXECUTE = f"""
 mutation Reexecute($parentRunId: String!, $strategy: ReexecutionStrategy!) {{
   launchRunReexecution(reexecutionParams: {{parentRunId: $parentRunId, strategy: $strategy}}) {{
@@ -138,6 +162,51 @@ class Webserver:
         strategy = "FROM_FAILURE" if from_failure else "ALL_STEPS"
         answer = self.graphql(REEXECUTE, {"parentRunId": run_id, "strategy": strategy})
         return _launched(answer["launchRunReexecution"])
+
+    def validate(self, job_name: str, run_config: Mapping[str, Any]) -> None:
+        """`ConfigInvalid` with Dagster's words when the job as served rejects `run_config`."""
+        pipeline = {
+            "repositoryLocationName": LOCATION_NAME,
+            "repositoryName": REPOSITORY_NAME,
+            "pipelineName": job_name,
+        }
+        answer = self.graphql(VALID, {"pipeline": pipeline, "config": dict(run_config)})
+        verdict = answer["isPipelineConfigValid"]
+        if verdict["__typename"] == "RunConfigValidationInvalid":
+            detail = "; ".join(str(error["message"]) for error in verdict["errors"])
+            raise ConfigInvalid(f"the run config is invalid: {detail}")
+        _ok(verdict, "PipelineConfigValidationValid")
+
+    def reexecute_with(
+        self,
+        job_name: str,
+        run_config: Mapping[str, Any],
+        tags: Mapping[str, str],
+        *,
+        parent_run_id: str,
+        root_run_id: str,
+        step_keys: list[str] | None,
+    ) -> str:
+        """A re-execution of `parent_run_id` with this config and these steps (None: all)."""
+        params = {
+            "selector": {
+                "repositoryLocationName": LOCATION_NAME,
+                "repositoryName": REPOSITORY_NAME,
+                "jobName": job_name,
+            },
+            "runConfigData": dict(run_config),
+            "executionMetadata": {
+                "parentRunId": parent_run_id,
+                "rootRunId": root_run_id,
+                "tags": [{"key": k, "value": v} for k, v in tags.items()],
+            },
+            "stepKeys": step_keys,
+        }
+        answer = self.graphql(REEXECUTE_WITH, {"params": params})["launchPipelineReexecution"]
+        if answer["__typename"] == "RunConfigValidationInvalid":  # against the current schema
+            detail = "; ".join(str(error["message"]) for error in answer["errors"])
+            raise ConfigInvalid(f"the run config is invalid: {detail}")
+        return _launched(answer)
 
     def terminate(self, run_id: str) -> bool:
         """Ask the webserver to terminate a run; whether it accepted."""
@@ -308,9 +377,42 @@ class WebserverTarget:
         """See `starts.Target`."""
         return self.server.submit(job_name, run_config, tags)
 
-    def reexecute(self, run_id: str, *, from_failure: bool) -> str:
-        """See `starts.Target`."""
-        return self.server.reexecute(run_id, from_failure=from_failure)
+    def reexecute(
+        self, run_id: str, *, from_failure: bool, config: Mapping[str, object] | None = None
+    ) -> str:
+        """See `starts.Target`.
+
+        With `config` this process loads Dagster: the complete resume's steps and the check of
+        the change are computed here from the instance (`reconfigured_resume`), and the run is
+        sent as a re-execution with explicit config and steps; the run queue's version guard
+        still judges it on submit.
+        """
+        if config is None:
+            return self.server.reexecute(run_id, from_failure=from_failure)
+        import dagster as dg
+
+        from airwave_dagster.durability import resume
+        from airwave_dagster.durability.reconfig import ConfigChangeRefused
+
+        plan = resume.reconfigured_resume if from_failure else resume.reconfigured_all_steps
+        with dg.DagsterInstance.get() as instance:
+            parent = instance.get_run_by_id(run_id)
+            if parent is None:
+                raise LaunchRefused(f"no run {run_id}")
+            try:
+                planned = plan(
+                    instance, parent, config, partial(self.server.validate, parent.job_name)
+                )
+            except (ConfigChangeRefused, dg.DagsterInvalidSubsetError) as error:
+                raise LaunchRefused(str(error)) from error
+        return self.server.reexecute_with(
+            parent.job_name,
+            planned.run_config,
+            planned.tags,
+            parent_run_id=parent.run_id,
+            root_run_id=parent.root_run_id or parent.run_id,
+            step_keys=planned.step_keys or None,
+        )
 
     def fail_if_dead(self, run: RunInfo) -> RunInfo:
         """See `starts.Target`."""

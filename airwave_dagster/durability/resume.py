@@ -16,7 +16,8 @@ loaded from the run that produced them through the Postgres IO manager; nothing 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import dagster as dg
@@ -32,8 +33,9 @@ from dagster._core.storage.tags import (
 )
 from dagster._core.workspace.context import BaseWorkspaceRequestContext
 
+from airwave_dagster.durability.reconfig import changed_tag, check_change, merge, validate
 from airwave_dagster.durability.versions import refuse_if_changed
-from airwave_dagster.run_tags import ADDED_STEPS_TAG, RESUMED_FROM_TAG
+from airwave_dagster.run_tags import ADDED_STEPS_TAG, CONFIG_CHANGED_TAG, RESUMED_FROM_TAG
 
 UNRESOLVED_SUFFIX = "[?]"
 
@@ -140,6 +142,115 @@ def _in_plan_order(plan: RemoteExecutionPlan, selected: set[str]) -> list[str]:
     return sorted(selected, key=lambda key: (order.get(_unresolved(key), len(order)), key))
 
 
+def replayed_steps(
+    instance: dg.DagsterInstance, parent_run: dg.DagsterRun, steps: Sequence[str]
+) -> set[str]:
+    """Steps with a stored output in `parent_run`'s tree that a run of `steps` replays."""
+    known = KnownExecutionState.build_for_reexecution(instance, parent_run)
+    return _produced_step_keys(known.parent_state) - set(steps)
+
+
+def resume_tags(
+    parent_run: dg.DagsterRun,
+    job_tags: Mapping[str, str],
+    *,
+    added: Sequence[str],
+    config_changes: Sequence[str],
+    extra_tags: Mapping[str, Any] | None = None,
+    use_parent_run_tags: bool = True,
+) -> dict[str, str]:
+    """The tags of a complete resume: Dagster's own re-execution tags plus what was added."""
+    inherited = (
+        {k: v for k, v in parent_run.tags.items() if k not in TAGS_TO_MAYBE_OMIT_ON_RETRY}
+        if use_parent_run_tags
+        else {}
+    )
+    # An earlier change belongs to the run that made it: a resume lists only its own.
+    inherited.pop(CONFIG_CHANGED_TAG, None)
+    tags = {
+        **job_tags,
+        **inherited,
+        **(extra_tags or {}),
+        PARENT_RUN_ID_TAG: parent_run.run_id,
+        ROOT_RUN_ID_TAG: parent_run.root_run_id or parent_run.run_id,
+        RESUME_RETRY_TAG: "true",
+        RESUMED_FROM_TAG: parent_run.run_id,
+    }
+    if added:
+        tags[ADDED_STEPS_TAG] = str(len(added))
+    if config_changes:
+        tags[CONFIG_CHANGED_TAG] = changed_tag(config_changes)
+    return tags
+
+
+@dataclass(frozen=True)
+class ReconfiguredResume:
+    """A complete resume with edited config, for a launcher that creates the run itself."""
+
+    run_config: dict[str, Any]
+    step_keys: list[str]
+    tags: dict[str, str]
+    changes: list[str]
+
+
+Validator = Callable[[Mapping[str, Any]], None]
+"""Raises (an error of the caller's) for a run config the job's current schema rejects."""
+
+
+def reconfigured_resume(
+    instance: dg.DagsterInstance,
+    parent_run: dg.DagsterRun,
+    edit: Mapping[str, Any],
+    validator: Validator,
+) -> ReconfiguredResume:
+    """The complete resume of `parent_run` with `edit` merged over its config, checked.
+
+    For a webserver's `launchPipelineReexecution`, which takes config and step keys but never
+    computes a complete resume. `validator` judges the merged config against the job as the
+    webserver now serves it (the parent's snapshot may predate a config field); then the change
+    is checked (`reconfig.check_change`).
+
+    Raises:
+        ConfigChangeRefused: A change that a replayed step already used (after `validator`).
+    """
+    config = merge(parent_run.run_config, edit)
+    validator(config)
+    steps, added, _ = complete_selection(instance, parent_run)
+    changes = check_change(
+        parent_run.run_id,
+        parent_run.run_config,
+        config,
+        replayed_steps(instance, parent_run, steps),
+    )
+    tags = resume_tags(parent_run, {}, added=added, config_changes=changes)
+    return ReconfiguredResume(run_config=config, step_keys=steps, tags=tags, changes=changes)
+
+
+def reconfigured_all_steps(
+    instance: dg.DagsterInstance,
+    parent_run: dg.DagsterRun,
+    edit: Mapping[str, Any],
+    validator: Validator,
+) -> ReconfiguredResume:
+    """Every step of `parent_run`'s job again with `edit` merged over its config (no steps named).
+
+    Nothing is replayed, so every change is allowed once `validator` accepts the config.
+    """
+    config = merge(parent_run.run_config, edit)
+    validator(config)
+    changes = check_change(parent_run.run_id, parent_run.run_config, config, ())
+    tags = {
+        k: v
+        for k, v in parent_run.tags.items()
+        if k not in TAGS_TO_MAYBE_OMIT_ON_RETRY and k != CONFIG_CHANGED_TAG
+    }
+    tags[PARENT_RUN_ID_TAG] = parent_run.run_id
+    tags[ROOT_RUN_ID_TAG] = parent_run.root_run_id or parent_run.run_id
+    if changes:
+        tags[CONFIG_CHANGED_TAG] = changed_tag(changes)
+    return ReconfiguredResume(run_config=config, step_keys=[], tags=tags, changes=changes)
+
+
 def create_resume_run(
     instance: dg.DagsterInstance,
     *,
@@ -151,27 +262,39 @@ def create_resume_run(
     run_config: Mapping[str, Any] | None = None,
     use_parent_run_tags: bool = True,
 ) -> dg.DagsterRun:
-    """Create (not launch) the complete from-failure re-execution of `parent_run`."""
+    """Create (not launch) the complete from-failure re-execution of `parent_run`.
+
+    A `run_config` other than the parent's is validated against the job's schema and checked
+    (`reconfig.check_change`) before any run is created; the new run lists the changed paths
+    in `CONFIG_CHANGED_TAG`.
+
+    Raises:
+        CodeVersionChanged: An op's code version differs from the parent run's.
+        InvalidRunConfig: `run_config` does not validate.
+        ConfigChangeRefused: `run_config` changes what a replayed step already used.
+    """
     refuse_if_changed(instance, parent_run, remote_job.job_snapshot)
-    steps, added, known_state = complete_selection(instance, parent_run)
-    root_run_id = parent_run.root_run_id or parent_run.run_id
-    inherited = (
-        {k: v for k, v in parent_run.tags.items() if k not in TAGS_TO_MAYBE_OMIT_ON_RETRY}
-        if use_parent_run_tags
-        else {}
-    )
-    tags = {
-        **remote_job.tags,
-        **inherited,
-        **(extra_tags or {}),
-        PARENT_RUN_ID_TAG: parent_run.run_id,
-        ROOT_RUN_ID_TAG: root_run_id,
-        RESUME_RETRY_TAG: "true",
-        RESUMED_FROM_TAG: parent_run.run_id,
-    }
-    if added:
-        tags[ADDED_STEPS_TAG] = str(len(added))
     config = dict(run_config if run_config is not None else parent_run.run_config)
+    if config != parent_run.run_config:
+        validate(remote_job.config_schema_snapshot, remote_job.root_config_key, config)
+    steps, added, known_state = complete_selection(instance, parent_run)
+    changes: list[str] = []
+    if config != parent_run.run_config:
+        changes = check_change(
+            parent_run.run_id,
+            parent_run.run_config,
+            config,
+            replayed_steps(instance, parent_run, steps),
+        )
+    root_run_id = parent_run.root_run_id or parent_run.run_id
+    tags = resume_tags(
+        parent_run,
+        remote_job.tags,
+        added=added,
+        config_changes=changes,
+        extra_tags=extra_tags,
+        use_parent_run_tags=use_parent_run_tags,
+    )
     plan = code_location.get_execution_plan(
         remote_job,
         config,

@@ -48,6 +48,7 @@ class _Target:
     daemon: bool = False
     submitted: list[Mapping[str, str]] = field(default_factory=list)
     reexecuted: list[tuple[str, bool]] = field(default_factory=list)
+    configs: list[Mapping[str, object] | None] = field(default_factory=list)
     health_checks: int = 0
     unserved: set[str] = field(default_factory=set)
     taken: list[str] = field(default_factory=list)
@@ -86,8 +87,11 @@ class _Target:
         self.submitted.append(dict(tags))
         return self.add(f"run-{len(self.runs)}", "QUEUED", tags=dict(tags)).run_id
 
-    def reexecute(self, run_id: str, *, from_failure: bool) -> str:
+    def reexecute(
+        self, run_id: str, *, from_failure: bool, config: Mapping[str, object] | None = None
+    ) -> str:
         self.reexecuted.append((run_id, from_failure))
+        self.configs.append(config)
         child = f"run-{len(self.runs)}"
         return self.add(
             child, "QUEUED", parent_run_id=run_id, tags=dict(self.runs[run_id].tags)
@@ -229,6 +233,21 @@ def test_reexecute_needs_a_finished_run() -> None:
     target.add("done", "SUCCESS")
     assert starts.reexecute_all(target, "done").parent_run_id == "done"
     assert target.reexecuted == [("done", False)]
+
+
+def test_an_edited_config_reaches_the_target_both_ways() -> None:
+    # What the target does with it (merge, validate, the rule) is tests/durability's and
+    # tests/integration/test_reconfig_resume.py's; here: resume and reexecute pass it on.
+    target = _Target()
+    target.add("failed", "FAILURE")
+    edit = {"execution": {"config": {"max_concurrent": 1}}}
+
+    starts.resume(target, "failed", edit)
+    starts.reexecute_all(target, "failed", edit)
+    starts.resume(target, "failed")
+
+    assert target.reexecuted == [("failed", True), ("failed", False), ("failed", True)]
+    assert target.configs == [edit, edit, None]
 
 
 @pytest.mark.parametrize("status", ["SUCCESS", "FAILURE", "CANCELED"])

@@ -12,7 +12,16 @@ from graphql import parse, validate
 
 from airwave_dagster.cli import webserver
 
-DOCUMENTS = ["RUN", "TAGGED", "GROUP", "LAUNCH", "TERMINATE", "REEXECUTE"]
+DOCUMENTS = [
+    "RUN",
+    "TAGGED",
+    "GROUP",
+    "LAUNCH",
+    "TERMINATE",
+    "REEXECUTE",
+    "REEXECUTE_WITH",
+    "VALID",
+]
 
 
 @pytest.fixture(scope="module")

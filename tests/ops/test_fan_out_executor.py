@@ -21,6 +21,7 @@ def _create(
     monkeypatch: pytest.MonkeyPatch,
     job: dg.JobDefinition = import_lineup,
     init_context: Any = None,
+    max_concurrent: int | None = None,
     **env: str,
 ) -> Any:
     for name in (
@@ -33,9 +34,14 @@ def _create(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv(settings.ENV_FILE_ENV, "/nonexistent/.env")
-    # Of its init context the creation function reads only the instance, and only for a job
-    # with pooled ops; import_lineup has none.
-    executor = job.executor_def.executor_creation_fn(init_context)  # type: ignore[misc]
+    # Of its init context the creation function reads the instance, only for a job with pooled
+    # ops (import_lineup has none), and the executor config, only for multiprocess.
+    default = job.executor_def.config_schema.as_field().default_value["max_concurrent"]
+    context = SimpleNamespace(
+        instance=getattr(init_context, "instance", None),
+        executor_config={"max_concurrent": default if max_concurrent is None else max_concurrent},
+    )
+    executor = job.executor_def.executor_creation_fn(context)  # type: ignore[misc]
     # Every fan-out executor writes run-worker heartbeats around the executor it wraps.
     assert isinstance(executor, HeartbeatExecutor)
     return executor.wrapped
@@ -46,6 +52,22 @@ def test_multiprocess_by_default_bounded_per_run(monkeypatch: pytest.MonkeyPatch
 
     assert isinstance(executor, MultiprocessExecutor)
     assert executor._max_concurrent == IMPORT_CONCURRENCY
+
+
+@pytest.mark.parametrize("job", [import_lineup, ai_lineup])
+def test_the_run_config_may_set_its_own_bound(
+    monkeypatch: pytest.MonkeyPatch, job: dg.JobDefinition
+) -> None:
+    with dg.instance_for_test() as instance:  # ai_lineup sets its pool's limit in it
+        executor = _create(monkeypatch, job, SimpleNamespace(instance=instance), max_concurrent=1)
+
+    assert isinstance(executor, MultiprocessExecutor)
+    assert executor._max_concurrent == 1
+
+
+def test_a_bound_below_one_is_refused_with_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(dg.DagsterInvalidConfigError, match=r"execution\.config\.max_concurrent"):
+        _create(monkeypatch, max_concurrent=0)
 
 
 def test_celery_when_asked_on_the_named_broker_and_queue(monkeypatch: pytest.MonkeyPatch) -> None:
