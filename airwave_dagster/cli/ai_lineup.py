@@ -305,7 +305,6 @@ def lineup_command(
 
 ROLLBACK_PLAN_OP = "plan_rollback"
 """The rollback job's first op: its run config is addressed to it."""
-ROLLBACK_APPLY_OP = "apply_rollback"
 
 
 def rollback_run_config(
@@ -324,36 +323,6 @@ def rollback_run_config(
         },
         "loggers": {"console": {"config": {"log_level": "WARNING"}}},
     }
-
-
-def rollback_result(instance: Any, run_ids: list[str]) -> dict[str, Any] | None:
-    """The `apply_rollback` step's result (its output metadata) in a run tree, if it ran."""
-    import dagster as dg
-
-    found: dict[str, Any] | None = None
-    for run_id in run_ids:
-        for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_OUTPUT):
-            event = record.dagster_event
-            if event is None or event.step_key != ROLLBACK_APPLY_OP:
-                continue
-            entry = event.step_output_data.metadata.get("result")
-            if entry is not None:
-                found = dict(entry.value)
-    return found
-
-
-def print_rollback(result: dict[str, Any]) -> None:
-    """What a rollback removed and restored, as the approval tables show channels."""
-    from airwave_dagster.cli.approvals import entries_table
-
-    out = console.stdout
-    out.print(result.get("summary", ""), highlight=False)
-    for key, title in (("removed", "removed"), ("restored", "restored")):
-        entries = result.get(key, [])
-        if entries:
-            out.print(entries_table(f"{title} ({len(entries)})", entries))
-    for label, key in (("removed", "removed_packages"), ("restored", "restored_packages")):
-        out.print(f"AI packages {label}: {', '.join(result.get(key, [])) or '—'}", highlight=False)
 
 
 def run_rollback(
@@ -397,6 +366,8 @@ def run_rollback(
     stopped = instance.get_run_by_id(finished.run_id)
     if status == "FAILURE" and stopped is not None and stopped.tags.get(AWAITING_APPROVAL_TAG):
         return _awaiting(instance, finished.run_id, as_json=as_json)
+    from airwave_dagster.cli.approvals import print_rollback, rollback_result
+
     result = rollback_result(instance, tree)
     if status != "SUCCESS" or result is None:
         for message in launcher.failure_messages(instance, finished.run_id):

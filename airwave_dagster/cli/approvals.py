@@ -216,8 +216,6 @@ def answer(
     report = environment.open_project_stores().ai.traces([final.run_id])
     markdown = next((r["output"] for r in report if r["phase"] == "report"), None)
     # A lineup rollback's continuation has no lineup report: what it removed and restored.
-    from airwave_dagster.cli.ai_lineup import print_rollback, rollback_result
-
     rollback = None if markdown is not None else rollback_result(instance, [final.run_id])
     if as_json:
         outcome = {"run_id": final.run_id, "status": final.status.value, "report": markdown}
@@ -286,3 +284,35 @@ def approvals_show(run_id: str, as_json: bool) -> None:
     else:
         print_interrupt(interrupt)
     sys.exit(0 if interrupt.open else EXIT_CONFLICT)
+
+
+ROLLBACK_APPLY_OP = "apply_rollback"
+"""The rollback job's step whose output metadata says what was removed and restored."""
+
+
+def rollback_result(instance: Any, run_ids: list[str]) -> dict[str, Any] | None:
+    """The `apply_rollback` step's result (its output metadata) in a run tree, if it ran."""
+    import dagster as dg
+
+    found: dict[str, Any] | None = None
+    for run_id in run_ids:
+        for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_OUTPUT):
+            event = record.dagster_event
+            if event is None or event.step_key != ROLLBACK_APPLY_OP:
+                continue
+            entry = event.step_output_data.metadata.get("result")
+            if entry is not None:
+                found = dict(entry.value)
+    return found
+
+
+def print_rollback(result: dict[str, Any]) -> None:
+    """What a rollback removed and restored, as the approval tables show channels."""
+    out = console.stdout
+    out.print(result.get("summary", ""), highlight=False)
+    for key, title in (("removed", "removed"), ("restored", "restored")):
+        entries = result.get(key, [])
+        if entries:
+            out.print(entries_table(f"{title} ({len(entries)})", entries))
+    for label, key in (("removed", "removed_packages"), ("restored", "restored_packages")):
+        out.print(f"AI packages {label}: {', '.join(result.get(key, [])) or '—'}", highlight=False)
