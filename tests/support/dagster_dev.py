@@ -279,5 +279,35 @@ def fresh(dev: Dev, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Dev:
         "AIRWAVE_INBOX",
     ):
         monkeypatch.setenv(name, dev.env[name])
+    _settle(dev)
     empty_project_tables(database_url)
     return dev
+
+
+def _settle(dev: Dev, *, timeout: float = 120.0) -> None:
+    """End every run an earlier test left queued or running on the shared server.
+
+    The server outlives each test: a run still building (or an automatic retry the daemon queues
+    for a failed one) would otherwise write channels after this test emptied the tables.
+    """
+    import dagster as dg
+
+    from airwave_dagster.cli import launcher
+
+    unfinished = dg.RunsFilter(
+        statuses=[
+            dg.DagsterRunStatus.QUEUED,
+            dg.DagsterRunStatus.NOT_STARTED,
+            dg.DagsterRunStatus.STARTING,
+            dg.DagsterRunStatus.STARTED,
+            dg.DagsterRunStatus.CANCELING,
+        ]
+    )
+    deadline = time.monotonic() + timeout
+    while runs := dev.instance.get_runs(filters=unfinished):
+        for run in runs:
+            if run.status != dg.DagsterRunStatus.CANCELING:
+                launcher.cancel(dev.instance, run.run_id, "left running by an earlier test")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"runs of earlier tests did not end: {[r.run_id for r in runs]}")
+        time.sleep(1.0)  # a canceled run's automatic retry, if any, is queued by then
