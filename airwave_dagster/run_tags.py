@@ -31,6 +31,11 @@ PROVIDER_TAG = "airwave/provider"
 LIMIT_TAG = "airwave/limit"
 AWAITING_APPROVAL_TAG = "airwave/awaiting_approval"
 """Set by an approval gate on the run it stopped (the gate id), then to the answer once given."""
+STATUS_TAG = "airwave/status"
+"""What Dagster's run status cannot say: `AWAITING_APPROVAL` on a run an approval gate stopped
+(Dagster OSS has no paused status and records the run as failed), then the interrupt's answer
+(`approved`, `rejected`, `canceled`)."""
+AWAITING_APPROVAL = "awaiting-approval"
 APPROVAL_TAG = "airwave/approval"
 """The `ai_lineup` approval policy a run was started with (`airwave lineup --approval`)."""
 

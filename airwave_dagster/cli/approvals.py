@@ -19,7 +19,7 @@ import click
 from rich.table import Table
 
 from airwave_dagster.cli import console, environment, starts
-from airwave_dagster.run_tags import AWAITING_APPROVAL_TAG
+from airwave_dagster.run_tags import AWAITING_APPROVAL_TAG, STATUS_TAG
 from airwave_dagster.settings import APPROVERS_ENV, Settings
 
 if TYPE_CHECKING:
@@ -61,7 +61,9 @@ def close_open_interrupt(instance: Any, run_id: str, reason: str) -> Interrupt |
         interrupt.id, "canceled", resolved_by=resolver_identity(), reason=reason
     )
     if won:
-        instance.add_run_tags(interrupt.run_id, {AWAITING_APPROVAL_TAG: closed.describe()})
+        instance.add_run_tags(
+            interrupt.run_id, {AWAITING_APPROVAL_TAG: closed.describe(), STATUS_TAG: closed.status}
+        )
     return closed if won else None
 
 
@@ -182,7 +184,9 @@ def answer(
             sys.stdout.write(json.dumps({"run_id": run_id, "conflict": row.describe()}) + "\n")
         console.error(message)
         return EXIT_CONFLICT
-    instance.add_run_tags(row.run_id, {AWAITING_APPROVAL_TAG: row.describe()})
+    instance.add_run_tags(
+        row.run_id, {AWAITING_APPROVAL_TAG: row.describe(), STATUS_TAG: row.status}
+    )
     if row.status == "rejected":
         console.stdout.print(
             f"{row.describe()}: run tree {row.root_run_id} ends here; nothing was written",

@@ -20,11 +20,13 @@ from rich.table import Table
 from airwave_dagster.cli import console, environment, starts
 from airwave_dagster.run_tags import (
     AI_LINEUP_JOB,
+    AWAITING_APPROVAL,
     CANCEL_REASON_TAG,
     CONFIG_CHANGED_TAG,
     DRY_RUN_TAG,
     IMPORT_LINEUP_JOB,
     LINEUP_TAG,
+    STATUS_TAG,
 )
 
 
@@ -163,6 +165,18 @@ def dry_run_cell(value: str | None) -> str:
     return "" if value is None else "yes" if value == "true" else "no"
 
 
+def status_cell(status: str, airwave_status: str | None) -> str:
+    """Dagster's status, except a run stopped at an approval gate, which is waiting, not failed.
+
+    Args:
+        status: The run's Dagster status.
+        airwave_status: Its `STATUS_TAG`, if it has one.
+    """
+    if status == "FAILURE" and airwave_status == AWAITING_APPROVAL:
+        return "AWAITING APPROVAL"
+    return status
+
+
 def runs_table(rows: list[dict[str, Any]]) -> Table:
     """`runs list` as a table: ids and start times are never cut or wrapped."""
     table = Table()
@@ -177,7 +191,7 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
         table.add_row(
             row["run_id"],
             row["job"],
-            row["status"],
+            status_cell(row["status"], row["airwave_status"]),
             started_cell(row["start_time"]),
             dry_run_cell(row["dry_run"]),
             row["lineup"],
@@ -206,6 +220,7 @@ def runs_list(limit: int, as_json: bool) -> None:
                 if start_time
                 else "",
                 "start_time": start_time,
+                "airwave_status": run.tags.get(STATUS_TAG),
                 "dry_run": run.tags.get(DRY_RUN_TAG),
                 "lineup": run.tags.get(LINEUP_TAG, ""),
                 "parent": run.parent_run_id or "",
@@ -216,7 +231,13 @@ def runs_list(limit: int, as_json: bool) -> None:
             json.dumps(
                 [
                     {
-                        **{k: v for k, v in row.items() if k != "start_time"},
+                        **{
+                            k: v
+                            for k, v in row.items()
+                            if k not in ("start_time", "airwave_status")
+                        },
+                        "awaiting_approval": status_cell(row["status"], row["airwave_status"])
+                        != row["status"],
                         "dry_run": None if row["dry_run"] is None else row["dry_run"] == "true",
                     }
                     for row in rows
