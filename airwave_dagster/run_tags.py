@@ -31,6 +31,9 @@ PROVIDER_TAG = "airwave/provider"
 LIMIT_TAG = "airwave/limit"
 AWAITING_APPROVAL_TAG = "airwave/awaiting_approval"
 """Set by an approval gate on the run it stopped (the gate id), then to the answer once given."""
+STARTED_BY_TAG = "airwave/started_by"
+"""The principal who asked for a run (CLI: its OS user mapped by the permissions policy;
+web: the proxy-verified user; the daemon: `airwave-daemon`). Dagster's `user` tag says the same."""
 APPROVAL_TAG = "airwave/approval"
 """The `ai_lineup` approval policy a run was started with (`airwave lineup --approval`)."""
 
