@@ -36,6 +36,9 @@ STATUS_TAG = "airwave/status"
 (Dagster OSS has no paused status and records the run as failed), then the interrupt's answer
 (`approved`, `rejected`, `canceled`)."""
 AWAITING_APPROVAL = "awaiting-approval"
+STARTED_BY_TAG = "airwave/started_by"
+"""The principal who asked for a run (CLI: its OS user mapped by the permissions policy;
+web: the proxy-verified user; the daemon: `airwave-daemon`). Dagster's `user` tag says the same."""
 APPROVAL_TAG = "airwave/approval"
 """The `ai_lineup` approval policy a run was started with (`airwave lineup --approval`)."""
 

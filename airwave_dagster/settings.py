@@ -31,7 +31,7 @@ DAGSTER_HOME_ENV = "DAGSTER_HOME"
 EXECUTOR_ENV = "AIRWAVE_EXECUTOR"
 CELERY_BROKER_ENV = "AIRWAVE_CELERY_BROKER_URL"
 CELERY_QUEUE_ENV = "AIRWAVE_CELERY_QUEUE"
-APPROVERS_ENV = "AIRWAVE_APPROVERS"
+PERMISSIONS_ENV = "AIRWAVE_PERMISSIONS"
 LLM_CONCURRENCY_ENV = "AIRWAVE_LLM_CONCURRENCY"
 FAILPOINTS_DIR_ENV = "AIRWAVE_FAILPOINTS_DIR"
 MODE_ENV = "AIRWAVE_MODE"
@@ -145,12 +145,12 @@ class Settings(BaseSettings):
             "runs and workers: the limit of Dagster's `llm` pool, written at every run start."
         ),
     )
-    approvers: str | None = Field(
+    permissions: Path | None = Field(
         default=None,
-        validation_alias=APPROVERS_ENV,
+        validation_alias=PERMISSIONS_ENV,
         description=(
-            "Comma-separated OS user names allowed to answer an approval gate "
-            "(`airwave approve` / `airwave reject`); unset: any user who can reach the database."
+            "The permissions file (YAML: roles, principals, identities; docs/security.md). "
+            "Unset: whoever runs `airwave` may do everything (the single-user default)."
         ),
     )
 
@@ -221,12 +221,6 @@ class Settings(BaseSettings):
     def attached(self) -> bool:
         """True when the project runs on a real Airwave's database (docs/attached.md)."""
         return self.mode == "attached"
-
-    def approver_names(self) -> frozenset[str] | None:
-        """The approvers list, or None when anyone may answer."""
-        if self.approvers is None:
-            return None
-        return frozenset(name.strip() for name in self.approvers.split(",") if name.strip())
 
     def trusted_proxy_networks(self) -> tuple[IPv4Network | IPv6Network, ...]:
         """The trusted proxies as networks (a bare address is a one-address network)."""

@@ -18,6 +18,7 @@ import click
 from rich.table import Table
 
 from airwave_dagster.cli import console, environment, starts
+from airwave_dagster.domain.permissions import run_permission
 from airwave_dagster.run_tags import (
     AI_LINEUP_JOB,
     AWAITING_APPROVAL,
@@ -327,7 +328,7 @@ def read_config_edit(path: Path | None) -> dict[str, Any] | None:
     """The partial run config of `--config FILE` (YAML, so JSON too); exit 3 when unreadable."""
     if path is None:
         return None
-    import yaml  # type: ignore[import-untyped]  # PyYAML (a Dagster dependency) ships no stubs
+    import yaml
 
     try:
         edit = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -445,8 +446,12 @@ def runs_cancel(run_id: str, reason: str, as_json: bool) -> None:
 
     instance = _instance()
     run_id = console.run_id(run_id)
+    target_run = instance.get_run_by_id(run_id)
+    principal = console.permitted(
+        run_permission("cancel", target_run.job_name) if target_run is not None else None
+    )
     # Close an open approval first: once canceled, nobody can answer it and restart the run.
-    closed = close_open_interrupt(instance, run_id, reason)
+    closed = close_open_interrupt(instance, run_id, reason, by=principal)
     if closed is not None and not as_json:
         console.stdout.print(f"approval {closed.gate_id}: {closed.describe()}", highlight=False)
     try:
