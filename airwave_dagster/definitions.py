@@ -12,6 +12,7 @@ from airwave_dagster.settings import DATABASE_URL_ENV, PLEX_TOKEN_ENV, PLEX_URL_
 from ops.ai_lineup.asset_checks import check_ai_lineup
 from ops.ai_lineup.job import ai_lineup
 from ops.ai_lineup.rollback import rollback_lineup
+from ops.approval_answer import answer_approval_job
 from ops.library_assets import (
     ai_lineup_asset,
     check_library_freshness,
@@ -86,6 +87,7 @@ def build_definitions(resources: Mapping[str, object], *, attached: bool = False
             check_library_freshness,
             ai_lineup,
             rollback_lineup,
+            answer_approval_job,
         ],
         assets=[plex_library, library_profile, ai_lineup_asset, LINEUP_INBOX],
         asset_checks=[plex_library_fresh, check_ai_lineup],

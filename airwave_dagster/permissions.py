@@ -30,6 +30,7 @@ from airwave_dagster.domain.permissions import (
 )
 from airwave_dagster.run_tags import (
     AI_LINEUP_JOB,
+    ANSWER_APPROVAL_JOB,
     IMPORT_LINEUP_JOB,
     ROLLBACK_LINEUP_JOB,
     STARTED_BY_TAG,
@@ -87,6 +88,8 @@ JOB_PERMISSIONS: Mapping[str, JobPermissions] = MappingProxyType(
         IMPORT_LINEUP_JOB: JobPermissions.of(IMPORT_LINEUP_JOB),
         AI_LINEUP_JOB: JobPermissions.of(AI_LINEUP_JOB, approval_gate=True),
         ROLLBACK_LINEUP_JOB: JobPermissions.of(ROLLBACK_LINEUP_JOB, approval_gate=True),
+        # Its op also checks `approvals:resolve:<job>` of the run it answers (docs/security.md).
+        ANSWER_APPROVAL_JOB: JobPermissions.of(ANSWER_APPROVAL_JOB),
         **{
             job: JobPermissions.of(job)
             for job in (

@@ -116,3 +116,52 @@ def test_the_middleware_answers_a_refusal_with_403_and_never_calls_the_app() -> 
     assert seen == []
     assert sent[0]["status"] == 403
     assert b"only from a trusted proxy" in sent[1]["body"]
+
+
+POLICY = {
+    "roles": {
+        "viewer": [],
+        "launcher": ["runs:start:import_lineup", "runs:cancel:*"],
+        "automation": ["automation:toggle"],
+        "admin": ["*"],
+    },
+    "principals": {
+        "vera": ["viewer"],
+        "lena": ["launcher"],
+        "otto": ["automation"],
+        "ada": ["admin"],
+    },
+}
+
+
+def _map(principal: str) -> dict[str, bool]:
+    from airwave_dagster.domain.permissions import parse_policy
+    from airwave_dagster.permissions import JOB_PERMISSIONS
+    from airwave_dagster.webapp.context import granted
+
+    policy = parse_policy(POLICY, source="test")
+    return {k: v.enabled for k, v in granted(policy, principal, JOB_PERMISSIONS).items()}
+
+
+def test_the_dagster_permission_map_follows_the_principal() -> None:
+    from dagster._core.workspace.permissions import Permissions as P
+
+    vera, lena, otto, ada = (_map(p) for p in ("vera", "lena", "otto", "ada"))
+    assert {k for k, on in vera.items() if on} == {P.RELOAD_REPOSITORY_LOCATION, P.RELOAD_WORKSPACE}
+    assert lena[P.LAUNCH_PIPELINE_EXECUTION] and lena[P.TERMINATE_PIPELINE_EXECUTION]
+    assert not lena[P.LAUNCH_PIPELINE_REEXECUTION] and not lena[P.START_SCHEDULE]
+    assert not lena[P.LAUNCH_PARTITION_BACKFILL] and not lena[P.WIPE_ASSETS]
+    assert otto[P.START_SCHEDULE] and otto[P.EDIT_SENSOR] and not otto[P.LAUNCH_PIPELINE_EXECUTION]
+    assert all(on for k, on in ada.items() if k != P.EDIT_APP_MANAGED_COMPONENTS)
+    assert _map("nobody-known") == vera
+
+
+def test_a_refusal_names_the_principal_and_what_it_lacks() -> None:
+    from airwave_dagster.domain.permissions import parse_policy
+    from airwave_dagster.permissions import JOB_PERMISSIONS
+    from airwave_dagster.webapp.context import granted
+
+    result = granted(parse_policy(POLICY, source="t"), "vera", JOB_PERMISSIONS)
+    reason = result["launch_pipeline_execution"].disabled_reason or ""
+    assert reason.startswith("vera does not hold runs:start:")
+    assert "runs:start:import_lineup" in reason

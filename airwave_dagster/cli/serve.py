@@ -34,6 +34,8 @@ import click
 from airwave_dagster.cli import console, environment
 
 LOCATION_NAME = "airwave"
+WEBSERVER_MODULE = "airwave_dagster.webapp.server"
+"""Dagster's webserver app behind the identity middleware (docs/security.md)."""
 ROLES = ("code-server", "webserver", "daemon")
 _BACKOFF_FIRST_SECONDS = 0.5
 _BACKOFF_MAX_SECONDS = 30.0
@@ -224,7 +226,9 @@ def build_services(
             LOCATION_NAME,
         ],
         "webserver": [
-            str(bin_dir / "dagster-webserver"),
+            sys.executable,
+            "-m",
+            WEBSERVER_MODULE,
             "-w",
             str(workspace),
             "-h",
