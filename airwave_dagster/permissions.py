@@ -45,13 +45,15 @@ PRINCIPAL_HEADER = "X-Airwave-Principal"
 USER_TAG = "user"
 """Dagster's own tag for who launched a run (the UI shows it)."""
 
-# Dagster's tags on runs its daemon creates (dagster._core.storage.tags; spelt here so this module
-# needs no private import at load).
+# Dagster's tags on runs its daemon creates (dagster._core.storage.tags; spelt here so the CLI,
+# which imports this module, does not load Dagster for them).
+_RETRY_TAG = "dagster/retry_number"
+"""Set only by the daemon's automatic retries, and never inherited by a re-execution."""
+_BACKFILL_TAG = "dagster/backfill"
+"""A backfill's runs: the daemon submits them (inherited only by the backfill's own retries)."""
 _DAEMON_TAGS = (
     "dagster/sensor_name",
     "dagster/schedule_name",
-    "dagster/retry_number",  # an automatic retry (auto_run_reexecution)
-    "dagster/backfill",
     "dagster/from_automation_condition",
 )
 
@@ -225,16 +227,20 @@ def started_by_tags(principal: str) -> dict[str, str]:
 def identify_submission(context: SubmitRunContext) -> str:
     """The principal that submitted a run.
 
-    The proxy's header when there is one (a web request: nothing the browser sends can claim
-    another principal, the middleware replaces the header). Else the daemon for runs its sensors,
-    schedules, retries and backfills create. Else the principal the CLI stamped; a run with none
-    (a script calling Dagster's API) is its process's OS user.
+    In order: the proxy's header (a web request; the middleware replaces whatever the browser
+    sent). The daemon, for an automatic retry, and for a first run a sensor, schedule, backfill
+    or automation condition created (a re-execution inherits those tags from its parent, so they
+    say nothing about who re-executed it). The principal the CLI stamped. Else the OS user of
+    the submitting process (a script calling Dagster's API).
     """
     header = context.get_request_header(PRINCIPAL_HEADER)
     if header:
         return header
-    tags = context.dagster_run.tags
-    if any(tag in tags for tag in _DAEMON_TAGS):
+    run = context.dagster_run
+    tags = run.tags
+    if _RETRY_TAG in tags or _BACKFILL_TAG in tags:
+        return SERVICE_PRINCIPAL
+    if run.parent_run_id is None and any(tag in tags for tag in _DAEMON_TAGS):
         return SERVICE_PRINCIPAL
     stamped = tags.get(STARTED_BY_TAG)
     if stamped:

@@ -1,10 +1,11 @@
 """The `answer_approval` job: approve or reject a stopped run from the Dagster UI's Launchpad.
 
 Dagster OSS has no button of its own for "answer this question", but a person can launch a job.
-This job's one op (`resolve_interrupt`) does what `airwave approve` / `airwave reject` do (airwave_dagster/cli/
-approvals.py): one conditional update of the interrupt row — of concurrent answers, from the UI
-and the CLI alike, exactly one wins — then, for an approval, the complete resume of the stopped
-run (every completed step replayed from its checkpoint, the plan never paid again).
+This job's one op (`resolve_interrupt`) does what `airwave approve` / `airwave reject` do
+(airwave_dagster/cli/approvals.py): one conditional update of the interrupt row — of concurrent
+answers, from the UI and the CLI alike, exactly one wins — then, for an approval, the complete
+resume of the stopped run (every completed step replayed from its checkpoint, the plan never
+paid again).
 
 Who answers is never config: it is the principal the run coordinator verified and stamped on
 this run (`airwave/started_by`, from the web request's proxy-verified identity), and it must hold

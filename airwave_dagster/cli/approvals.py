@@ -19,7 +19,7 @@ import click
 from rich.table import Table
 
 from airwave_dagster.cli import console, environment, starts
-from airwave_dagster.domain.permissions import approval_permission
+from airwave_dagster.domain.permissions import approval_permission, run_permission
 from airwave_dagster.permissions import PermissionDenied, cli_require
 from airwave_dagster.run_tags import AWAITING_APPROVAL_TAG, STATUS_TAG
 
@@ -162,8 +162,16 @@ def answer(
     if interrupt is None:
         console.error(f"run {run_id} has no approval to answer")
         return EXIT_NOT_FOUND
+    job = interrupt_job(instance, interrupt)
+    # An approval continues the run tree, which is a resume: both are checked before the answer
+    # is written, so a refusal leaves the interrupt open and unchanged.
+    needed = [approval_permission(job)]
+    if status == "approve":
+        needed.append(run_permission("resume", job))
     try:
-        identity = cli_require(approval_permission(interrupt_job(instance, interrupt)))
+        identity = ""
+        for permission in needed:
+            identity = cli_require(permission)
     except PermissionDenied as error:
         console.error(str(error))
         return EXIT_CONFLICT

@@ -27,6 +27,7 @@ from airwave_dagster.run_tags import (
     DRY_RUN_TAG,
     IMPORT_LINEUP_JOB,
     LINEUP_TAG,
+    STARTED_BY_TAG,
     STATUS_TAG,
 )
 
@@ -157,6 +158,14 @@ def started_cell(timestamp: float | None) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M")
 
 
+def started_by(tags: Mapping[str, str]) -> str:
+    """Who started a run: the principal stamped on it (docs/security.md), else Dagster's `user`.
+
+    Empty for runs created before runs were stamped, or by a process that set neither.
+    """
+    return tags.get(STARTED_BY_TAG) or tags.get("user") or ""
+
+
 def dry_run_cell(value: str | None) -> str:
     """`yes` for a dry-run import, `no` for a real one, empty for jobs without the choice.
 
@@ -185,6 +194,7 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
     table.add_column("job", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("started (UTC)", no_wrap=True)
+    table.add_column("by", no_wrap=True)
     table.add_column("dry run", no_wrap=True)
     table.add_column("lineup", overflow="fold")
     table.add_column("parent", overflow="fold")
@@ -194,6 +204,7 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
             row["job"],
             status_cell(row["status"], row["airwave_status"]),
             started_cell(row["start_time"]),
+            row["started_by"],
             dry_run_cell(row["dry_run"]),
             row["lineup"],
             row["parent"],
@@ -222,6 +233,7 @@ def runs_list(limit: int, as_json: bool) -> None:
                 else "",
                 "start_time": start_time,
                 "airwave_status": run.tags.get(STATUS_TAG),
+                "started_by": started_by(run.tags),
                 "dry_run": run.tags.get(DRY_RUN_TAG),
                 "lineup": run.tags.get(LINEUP_TAG, ""),
                 "parent": run.parent_run_id or "",
@@ -277,6 +289,7 @@ def runs_show(run_id: str, as_json: bool) -> None:
                     "job": run.job_name,
                     "status": run.status.value,
                     "parent_run_id": run.parent_run_id,
+                    "started_by": started_by(run.tags),
                     "cancel_reason": run.tags.get(CANCEL_REASON_TAG),
                     "config_changed": config_changes(run.tags),
                     "steps": steps,
@@ -289,6 +302,8 @@ def runs_show(run_id: str, as_json: bool) -> None:
         )
         return
     console.stdout.print(f"run {run_id} ({run.job_name}): {run.status.value}", highlight=False)
+    if started_by(run.tags):
+        console.stdout.print(f"  started by: {started_by(run.tags)}", highlight=False)
     if run.tags.get(CANCEL_REASON_TAG):
         console.stdout.print(f"  cancel reason: {run.tags[CANCEL_REASON_TAG]}", highlight=False)
     if config_changes(run.tags):
