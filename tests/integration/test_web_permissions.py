@@ -304,7 +304,11 @@ def test_an_approver_answers_from_the_launchpad_and_the_interrupt_records_them(
 
     page = _page_as(browser, stack, "abe")
     page.goto(f"{stack.proxy.url}/runs/{run_id}")
-    _expect_visible(page.get_by_text(f"{STATUS_TAG}: {AWAITING_APPROVAL}").first)
+    # The run page: the gate's diff as a table, and the tag saying it waits (not failed).
+    _expect_visible(page.get_by_text("AWAITING APPROVAL").first)
+    page.get_by_role("button", name="View tags and config").click()
+    _expect_visible(page.get_by_text(AWAITING_APPROVAL, exact=True).first)
+    page.keyboard.press("Escape")
     page.goto(f"{stack.proxy.url}/locations/airwave/jobs/answer_approval/playground")
     _fill_launchpad(
         page,
