@@ -62,9 +62,24 @@ principals:
   abe: [approver]
   airwave-daemon: [launcher]
   ada: [admin]
+identities:
+  root: ada
 """
 RUN_TIMEOUT_MS = 420_000
 PERMISSIONS_QUERY = "{ permissions { permission value } }"
+TERMINATE = """
+mutation($id: String!) {
+  terminateRun(runId: $id) { __typename ... on TerminateRunFailure { message } }
+}
+"""
+START_SENSOR = """
+mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) { __typename } }
+"""
+SENSOR = {
+    "repositoryLocationName": "airwave",
+    "repositoryName": "__repository__",
+    "sensorName": "lineup_upload_sensor",
+}
 RUN = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status tags { key value } } } }"
 
 
@@ -75,6 +90,7 @@ class Stack:
     serve_port: int
     proxy: Proxy
     database_url: str
+    env: dict[str, str]
 
     def request(
         self, base: str, query: str, variables: dict[str, Any] | None = None, **headers: str
@@ -172,7 +188,7 @@ def stack(
         )
         assert process.poll() is None, (root / "serve.stderr").read_text()[-3000:]
         with nginx(port, USERS, root / "nginx") as proxy:
-            yield Stack(serve_port=port, proxy=proxy, database_url=database_url)
+            yield Stack(serve_port=port, proxy=proxy, database_url=database_url, env=env)
     finally:
         if process.poll() is None:
             for child in psutil.Process(process.pid).children(recursive=True):
@@ -288,7 +304,14 @@ def test_a_launcher_starts_an_import_from_the_launchpad(
     status, tags = stack.finished(run_id)
     assert status == "SUCCESS"
     assert tags[STARTED_BY_TAG] == "lena" and tags["user"] == "lena"
-    # Her role holds no automation:toggle: the sensor switch is refused by GraphQL too.
+    # Her role holds no automation:toggle: switching a sensor on is refused by GraphQL.
+    refused = stack.as_user("lena", START_SENSOR, {"s": SENSOR})["startSensor"]
+    assert refused["__typename"] == "UnauthorizedError", refused
+    # The viewer may not terminate a run; the launcher (runs:cancel:*) is only told it has ended.
+    refused = stack.as_user("vera", TERMINATE, {"id": run_id})["terminateRun"]
+    assert "do not have permission" in refused["message"], refused
+    ended = stack.as_user("lena", TERMINATE, {"id": run_id})["terminateRun"]
+    assert "permission" not in ended.get("message", ""), ended
     page.context.close()
 
 
@@ -327,4 +350,39 @@ def test_an_approver_answers_from_the_launchpad_and_the_interrupt_records_them(
     assert interrupt.continuation_run_id
     status, tags = stack.finished(interrupt.continuation_run_id)
     assert status == "SUCCESS" and tags[STARTED_BY_TAG] == "abe", tags
+
+    # One answer wins, whichever surface comes second: a UI answer after it fails naming it...
+    again = stack.launch(
+        "abe",
+        "answer_approval",
+        {"ops": {"resolve_interrupt": {"config": {"run_id": run_id, "decision": "reject"}}}},
+    )
+    assert stack.finished(again["run"]["runId"])[0] == "FAILURE"
+    # ... and so does a CLI answer (root is ada, an admin, in this file).
+    late = subprocess.run(
+        [AIRWAVE, "reject", run_id, "--reason", "too late"],
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert late.returncode == 4 and "conflict: already approved by abe" in late.stderr, late
+    # A launcher holds no runs:start:answer_approval: the run coordinator refuses her answer.
+    params = {
+        "selector": {
+            "repositoryLocationName": "airwave",
+            "repositoryName": "__repository__",
+            "jobName": "answer_approval",
+        },
+        "runConfigData": {
+            "ops": {"resolve_interrupt": {"config": {"run_id": run_id, "decision": "reject"}}}
+        },
+    }
+    _, payload = stack.request(
+        stack.proxy.url, LAUNCH, {"params": params}, Authorization=stack.proxy.authorization("lena")
+    )
+    refusal = payload["data"]["launchRun"]
+    assert "lena may not runs:start:answer_approval" in refusal["message"], refusal
+    assert _interrupt(stack.database_url, run_id).status == "approved"  # type: ignore[union-attr]
     page.context.close()
