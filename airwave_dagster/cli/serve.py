@@ -10,7 +10,10 @@ printed on stdout once all three answer, so scripts and tests can wait for it.
 
 The webserver has no authentication in Dagster OSS: whoever reaches it can launch runs (spend on
 the model, wipe the AI lineup). Binding beyond loopback is therefore refused unless
-`--allow-remote` is given (docs/deploy.md shows an authenticating reverse proxy instead).
+`--allow-remote` is given (docs/deploy.md shows an authenticating reverse proxy instead). The
+webserver process is Dagster's app behind this project's identity middleware
+(`airwave_dagster.webapp.server`): behind a trusted proxy each request acts as the user the proxy
+names, with that user's permissions; without one, as the local operator (docs/security.md).
 """
 
 from __future__ import annotations

@@ -329,6 +329,8 @@ def test_an_approver_answers_from_the_launchpad_and_the_interrupt_records_them(
     page.goto(f"{stack.proxy.url}/runs/{run_id}")
     # The run page: the gate's diff as a table, and the tag saying it waits (not failed).
     _expect_visible(page.get_by_text("AWAITING APPROVAL").first)
+    for table in ("lineup diff", "approval summary"):
+        _expect_visible(page.get_by_text(table, exact=True).first)
     page.get_by_role("button", name="View tags and config").click()
     _expect_visible(page.get_by_text(AWAITING_APPROVAL, exact=True).first)
     page.keyboard.press("Escape")
