@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import dagster as dg
 
+from airwave_dagster.permissions import check_declarations, load_policy
 from airwave_dagster.run_tags import AI_LINEUP_JOB, IMPORT_LINEUP_JOB
 from airwave_dagster.settings import DATABASE_URL_ENV, PLEX_TOKEN_ENV, PLEX_URL_ENV, Settings
 from ops.ai_lineup.asset_checks import check_ai_lineup
 from ops.ai_lineup.job import ai_lineup
 from ops.ai_lineup.rollback import rollback_lineup
+from ops.approval_answer import answer_approval_job
 from ops.library_assets import (
     ai_lineup_asset,
     check_library_freshness,
@@ -32,6 +34,9 @@ from resources.plex import PlexResource
 from resources.uploads import UploadInboxResource
 from sensors.library_follow import build_follow_library_sensor
 from sensors.lineup_upload import LINEUP_INBOX, build_lineup_upload_sensor
+
+LOCATION_NAME = "airwave"
+"""The code location's name (pyproject.toml, `[tool.dg.project]`), named in its load errors."""
 
 
 def production_resources(settings: Settings | None = None) -> dict[str, object]:
@@ -86,6 +91,7 @@ def build_definitions(resources: Mapping[str, object], *, attached: bool = False
             check_library_freshness,
             ai_lineup,
             rollback_lineup,
+            answer_approval_job,
         ],
         assets=[plex_library, library_profile, ai_lineup_asset, LINEUP_INBOX],
         asset_checks=[plex_library_fresh, check_ai_lineup],
@@ -108,8 +114,20 @@ def build_definitions(resources: Mapping[str, object], *, attached: bool = False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)
         warnings.simplefilter("ignore", dg.PreviewWarning)
-        definitions.get_repository_def()
+        repository = definitions.get_repository_def()
+    require_permissions(repository.get_all_jobs())
     return definitions
+
+
+def require_permissions(jobs: Iterable[dg.JobDefinition]) -> None:
+    """Fail the code location's load unless every job declares its permissions and the
+    permissions file (`AIRWAVE_PERMISSIONS`) can grant each one (docs/security.md).
+
+    Raises:
+        PermissionsError: Naming the undeclared job, the permission no role grants, or the
+            file's role permission that matches nothing.
+    """
+    check_declarations((job.name for job in jobs), load_policy(), location=LOCATION_NAME)
 
 
 _settings = Settings.load()

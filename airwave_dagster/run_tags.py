@@ -31,12 +31,22 @@ PROVIDER_TAG = "airwave/provider"
 LIMIT_TAG = "airwave/limit"
 AWAITING_APPROVAL_TAG = "airwave/awaiting_approval"
 """Set by an approval gate on the run it stopped (the gate id), then to the answer once given."""
+STATUS_TAG = "airwave/status"
+"""What Dagster's run status cannot say: `AWAITING_APPROVAL` on a run an approval gate stopped
+(Dagster OSS has no paused status and records the run as failed), then the interrupt's answer
+(`approved`, `rejected`, `canceled`)."""
+AWAITING_APPROVAL = "awaiting-approval"
+STARTED_BY_TAG = "airwave/started_by"
+"""The principal who asked for a run (CLI: its OS user mapped by the permissions policy;
+web: the proxy-verified user; the daemon: `airwave-daemon`). Dagster's `user` tag says the same."""
 APPROVAL_TAG = "airwave/approval"
 """The `ai_lineup` approval policy a run was started with (`airwave lineup --approval`)."""
 
 IMPORT_LINEUP_JOB = "import_lineup"
 AI_LINEUP_JOB = "ai_lineup"
 ROLLBACK_LINEUP_JOB = "rollback_lineup"
+ANSWER_APPROVAL_JOB = "answer_approval"
+"""Approves or rejects a stopped run from the UI's Launchpad (ops/approval_answer.py)."""
 PLAN_IMPORT_OP = "plan_import_lineup"
 """The import's first op: run config for an import (CLI, sensor) is addressed to it."""
 SUMMARIZE_IMPORT_OP = "summarize_import"

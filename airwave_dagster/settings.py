@@ -10,10 +10,11 @@ secret never enters run config.
 from __future__ import annotations
 
 import os
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DATABASE_URL_ENV = "AIRWAVE_DATABASE_URL"
@@ -30,13 +31,15 @@ DAGSTER_HOME_ENV = "DAGSTER_HOME"
 EXECUTOR_ENV = "AIRWAVE_EXECUTOR"
 CELERY_BROKER_ENV = "AIRWAVE_CELERY_BROKER_URL"
 CELERY_QUEUE_ENV = "AIRWAVE_CELERY_QUEUE"
-APPROVERS_ENV = "AIRWAVE_APPROVERS"
+PERMISSIONS_ENV = "AIRWAVE_PERMISSIONS"
 LLM_CONCURRENCY_ENV = "AIRWAVE_LLM_CONCURRENCY"
 FAILPOINTS_DIR_ENV = "AIRWAVE_FAILPOINTS_DIR"
 MODE_ENV = "AIRWAVE_MODE"
 SOURCE_ID_ENV = "AIRWAVE_SOURCE_ID"
 AIRWAVE_USER_ENV = "AIRWAVE_USER"
 AUTH_SECRET_ENV = "BETTER_AUTH_SECRET"
+TRUSTED_PROXIES_ENV = "AIRWAVE_TRUSTED_PROXIES"
+IDENTITY_HEADER_ENV = "AIRWAVE_IDENTITY_HEADER"
 
 CHECKOUT_ROOT = Path(__file__).resolve().parents[1]
 """Where a checkout keeps `pyproject.toml`; an installed wheel has none there."""
@@ -142,12 +145,12 @@ class Settings(BaseSettings):
             "runs and workers: the limit of Dagster's `llm` pool, written at every run start."
         ),
     )
-    approvers: str | None = Field(
+    permissions: Path | None = Field(
         default=None,
-        validation_alias=APPROVERS_ENV,
+        validation_alias=PERMISSIONS_ENV,
         description=(
-            "Comma-separated OS user names allowed to answer an approval gate "
-            "(`airwave approve` / `airwave reject`); unset: any user who can reach the database."
+            "The permissions file (YAML: roles, principals, identities; docs/security.md). "
+            "Unset: whoever runs `airwave` may do everything (the single-user default)."
         ),
     )
 
@@ -185,6 +188,25 @@ class Settings(BaseSettings):
         ),
     )
 
+    trusted_proxies: str | None = Field(
+        default=None,
+        validation_alias=TRUSTED_PROXIES_ENV,
+        description=(
+            "`airwave serve`: comma-separated addresses or networks (CIDR) of the reverse proxies "
+            "whose identity header the webserver believes (docs/security.md). Unset: no proxy; "
+            "every request is the local operator and identity headers are refused."
+        ),
+    )
+    identity_header: str = Field(
+        default="Remote-User",
+        validation_alias=IDENTITY_HEADER_ENV,
+        pattern=r"^[A-Za-z0-9-]+$",
+        description=(
+            "`airwave serve`: the request header in which a trusted proxy names the "
+            "authenticated user (`Remote-User`; oauth2-proxy and others send `X-Forwarded-User`)."
+        ),
+    )
+
     failpoints_dir: Path | None = Field(
         default=None,
         validation_alias=FAILPOINTS_DIR_ENV,
@@ -200,11 +222,26 @@ class Settings(BaseSettings):
         """True when the project runs on a real Airwave's database (docs/attached.md)."""
         return self.mode == "attached"
 
-    def approver_names(self) -> frozenset[str] | None:
-        """The approvers list, or None when anyone may answer."""
-        if self.approvers is None:
-            return None
-        return frozenset(name.strip() for name in self.approvers.split(",") if name.strip())
+    def trusted_proxy_networks(self) -> tuple[IPv4Network | IPv6Network, ...]:
+        """The trusted proxies as networks (a bare address is a one-address network)."""
+        return tuple(
+            ip_network(part.strip(), strict=False)
+            for part in (self.trusted_proxies or "").split(",")
+            if part.strip()
+        )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_parse(cls, value: str | None) -> str | None:
+        for part in (value or "").split(","):
+            if part.strip():
+                try:
+                    ip_network(part.strip(), strict=False)
+                except ValueError:
+                    raise ValueError(
+                        f"{part.strip()!r} is not an address or CIDR network"
+                    ) from None
+        return value
 
     @classmethod
     def load(cls) -> Settings:

@@ -2,14 +2,14 @@
 
 The answer is one conditional transaction on the interrupt row (`resources/stores/approvals.py`):
 of any number of concurrent answers exactly one wins; the others exit with `EXIT_CONFLICT` and
-say who answered first and when. Who answers is the OS user running this process — never an
-argument — and, when `AIRWAVE_APPROVERS` is set, must be on that list. An approval resumes the
-same run tree (every completed step replayed, the planner never called again).
+say who answered first and when. Who answers is the principal of the OS user running this process
+(mapped by the permissions policy, docs/security.md) — never an argument — and it must hold
+`approvals:resolve:<job>`, else the command exits 4 having changed nothing. An approval resumes
+the same run tree (every completed step replayed, the planner never called again).
 """
 
 from __future__ import annotations
 
-import getpass
 import json
 import sys
 import time
@@ -19,23 +19,19 @@ import click
 from rich.table import Table
 
 from airwave_dagster.cli import console, environment, starts
-from airwave_dagster.run_tags import AWAITING_APPROVAL_TAG
-from airwave_dagster.settings import APPROVERS_ENV, Settings
+from airwave_dagster.domain.permissions import approval_permission, run_permission
+from airwave_dagster.permissions import PermissionDenied, cli_require
+from airwave_dagster.run_tags import AWAITING_APPROVAL_TAG, STATUS_TAG
 
 if TYPE_CHECKING:
     from airwave_dagster.cli.webserver import Webserver
     from resources.stores.approvals import Interrupt
 
 EXIT_NOT_FOUND = 2
-EXIT_NOT_ALLOWED = 3
 EXIT_CONFLICT = 4
-"""A lost race, or an answer to an interrupt already closed (answered, canceled, expired)."""
+"""A lost race, an answer to an interrupt already closed (answered, canceled, expired), or an
+answer the permissions policy refuses."""
 _RUN_END_SECONDS = 120.0
-
-
-def resolver_identity() -> str:
-    """The OS user of this process: the only source of who answered."""
-    return getpass.getuser()
 
 
 def find_interrupt(instance: Any, run_id: str) -> Interrupt | None:
@@ -47,8 +43,17 @@ def find_interrupt(instance: Any, run_id: str) -> Interrupt | None:
     return environment.open_project_stores().approvals.find(root)
 
 
-def close_open_interrupt(instance: Any, run_id: str, reason: str) -> Interrupt | None:
+def interrupt_job(instance: Any, interrupt: Interrupt) -> str:
+    """The job whose gate the interrupt is (its run's job: `ai_lineup`, `rollback_lineup`)."""
+    run = instance.get_run_by_id(interrupt.run_id) or instance.get_run_by_id(interrupt.root_run_id)
+    return run.job_name if run is not None else ""
+
+
+def close_open_interrupt(instance: Any, run_id: str, reason: str, *, by: str) -> Interrupt | None:
     """Cancel's first step: close the run tree's open interrupt so nobody can answer it later.
+
+    Args:
+        by: The principal canceling (recorded as who closed the interrupt).
 
     Returns:
         The interrupt as closed by this call, or None when there was no open one.
@@ -57,11 +62,11 @@ def close_open_interrupt(instance: Any, run_id: str, reason: str) -> Interrupt |
     if interrupt is None or not interrupt.open:
         return None
     stores = environment.open_project_stores()
-    won, closed = stores.approvals.resolve(
-        interrupt.id, "canceled", resolved_by=resolver_identity(), reason=reason
-    )
+    won, closed = stores.approvals.resolve(interrupt.id, "canceled", resolved_by=by, reason=reason)
     if won:
-        instance.add_run_tags(interrupt.run_id, {AWAITING_APPROVAL_TAG: closed.describe()})
+        instance.add_run_tags(
+            interrupt.run_id, {AWAITING_APPROVAL_TAG: closed.describe(), STATUS_TAG: closed.status}
+        )
     return closed if won else None
 
 
@@ -126,13 +131,6 @@ def print_interrupt(interrupt: Interrupt) -> None:
         )
 
 
-def _allowed(identity: str) -> str | None:
-    approvers = Settings.load().approver_names()
-    if approvers is not None and identity not in approvers:
-        return f"user {identity!r} is not in {APPROVERS_ENV} ({', '.join(sorted(approvers))})"
-    return None
-
-
 def _wait_until_finished(instance: Any, run_id: str) -> Any:
     # The gate records the interrupt a moment before its run ends; resume needs the end.
     deadline = time.monotonic() + _RUN_END_SECONDS
@@ -155,7 +153,7 @@ def answer(
     """Approve or reject the run tree's interrupt; an approval resumes the tree.
 
     Returns:
-        The exit code: 0, `EXIT_NOT_FOUND`, `EXIT_NOT_ALLOWED` or `EXIT_CONFLICT`.
+        The exit code: 0, `EXIT_NOT_FOUND` or `EXIT_CONFLICT` (also: permission denied).
     """
     from airwave_dagster.cli import launcher
 
@@ -164,11 +162,19 @@ def answer(
     if interrupt is None:
         console.error(f"run {run_id} has no approval to answer")
         return EXIT_NOT_FOUND
-    identity = resolver_identity()
-    refusal = _allowed(identity)
-    if refusal is not None:
-        console.error(refusal)
-        return EXIT_NOT_ALLOWED
+    job = interrupt_job(instance, interrupt)
+    # An approval continues the run tree, which is a resume: both are checked before the answer
+    # is written, so a refusal leaves the interrupt open and unchanged.
+    needed = [approval_permission(job)]
+    if status == "approve":
+        needed.append(run_permission("resume", job))
+    try:
+        identity = ""
+        for permission in needed:
+            identity = cli_require(permission)
+    except PermissionDenied as error:
+        console.error(str(error))
+        return EXIT_CONFLICT
     stores = environment.open_project_stores()
     won, row = stores.approvals.resolve(
         interrupt.id,
@@ -182,7 +188,9 @@ def answer(
             sys.stdout.write(json.dumps({"run_id": run_id, "conflict": row.describe()}) + "\n")
         console.error(message)
         return EXIT_CONFLICT
-    instance.add_run_tags(row.run_id, {AWAITING_APPROVAL_TAG: row.describe()})
+    instance.add_run_tags(
+        row.run_id, {AWAITING_APPROVAL_TAG: row.describe(), STATUS_TAG: row.status}
+    )
     if row.status == "rejected":
         console.stdout.print(
             f"{row.describe()}: run tree {row.root_run_id} ends here; nothing was written",

@@ -96,6 +96,28 @@ def fail(message: str, code: int = ExitCode.RUN_FAILED) -> NoReturn:
     sys.exit(code)
 
 
+def permitted(permission: str | None) -> str:
+    """The principal of this CLI process, refused here (exit 4) unless it holds `permission`.
+
+    Called before the command creates or changes anything, so a refusal leaves no trace. The
+    principal is the OS user mapped by the permissions policy (docs/security.md); None checks
+    nothing (the run to act on does not exist; the command says so in its own words).
+    """
+    from airwave_dagster.permissions import (
+        PermissionDenied,
+        PermissionsError,
+        cli_principal,
+        cli_require,
+    )
+
+    try:
+        return cli_principal() if permission is None else cli_require(permission)
+    except PermissionDenied as denied:
+        fail(str(denied), ExitCode.CONFLICT)
+    except PermissionsError as invalid:
+        fail(str(invalid), ExitCode.INPUT_REFUSED)
+
+
 DEFAULT_UI = "http://127.0.0.1:3000"
 """Where `airwave dev` serves the UI unless told otherwise (`--port`)."""
 

@@ -379,11 +379,12 @@ def _resume_run(
     context: BaseWorkspaceRequestContext,
     parent: dg.DagsterRun,
     edit: Mapping[str, Any] | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> dg.DagsterRun:
     """Create the complete from-failure re-execution of a failed or canceled run.
 
     `edit`, a partial run config, is merged over the parent's; `create_resume_run` validates
-    and checks the change before creating anything.
+    and checks the change before creating anything. `tags` go over the inherited ones.
     """
     from airwave_dagster.durability.reconfig import merge
     from airwave_dagster.durability.resume import create_resume_run
@@ -397,6 +398,7 @@ def _resume_run(
             code_location=location,
             remote_job=job,
             run_config=merge(parent.run_config, edit) if edit is not None else None,
+            extra_tags=tags,
         )
 
 
@@ -405,10 +407,12 @@ def _all_steps_run(
     context: BaseWorkspaceRequestContext,
     parent: dg.DagsterRun,
     edit: Mapping[str, Any] | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> dg.DagsterRun:
     """Create a new run of every step of `parent`'s job with its config (nothing replayed).
 
     With `edit` merged over the config: validated, and any change allowed (nothing replayed).
+    `tags` go over the inherited ones.
     """
     from dagster._core.execution.plan.resume_retry import ReexecutionStrategy
 
@@ -428,7 +432,10 @@ def _all_steps_run(
             remote_job=job,
             strategy=ReexecutionStrategy.ALL_STEPS,
             run_config=config,
-            extra_tags={CONFIG_CHANGED_TAG: reconfig.changed_tag(changes)} if changes else None,
+            extra_tags={
+                **(tags or {}),
+                **({CONFIG_CHANGED_TAG: reconfig.changed_tag(changes)} if changes else {}),
+            },
             use_parent_run_tags=True,
         )
 
@@ -489,12 +496,17 @@ class CodeServerTarget:
         return launch(self.instance, self.context, run).run_id
 
     def reexecute(
-        self, run_id: str, *, from_failure: bool, config: Mapping[str, object] | None = None
+        self,
+        run_id: str,
+        *,
+        from_failure: bool,
+        config: Mapping[str, object] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         """See `starts.Target`."""
         parent = self._stored(run_id)
         create = _resume_run if from_failure else _all_steps_run
-        child = create(self.instance, self.context, parent, config)
+        child = create(self.instance, self.context, parent, config, tags or {})
         return launch(self.instance, self.context, child).run_id
 
     def fail_if_dead(self, run: RunInfo) -> RunInfo:

@@ -18,13 +18,17 @@ import click
 from rich.table import Table
 
 from airwave_dagster.cli import console, environment, starts
+from airwave_dagster.domain.permissions import run_permission
 from airwave_dagster.run_tags import (
     AI_LINEUP_JOB,
+    AWAITING_APPROVAL,
     CANCEL_REASON_TAG,
     CONFIG_CHANGED_TAG,
     DRY_RUN_TAG,
     IMPORT_LINEUP_JOB,
     LINEUP_TAG,
+    STARTED_BY_TAG,
+    STATUS_TAG,
 )
 
 
@@ -154,6 +158,14 @@ def started_cell(timestamp: float | None) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M")
 
 
+def started_by(tags: Mapping[str, str]) -> str:
+    """Who started a run: the principal stamped on it (docs/security.md), else Dagster's `user`.
+
+    Empty for runs created before runs were stamped, or by a process that set neither.
+    """
+    return tags.get(STARTED_BY_TAG) or tags.get("user") or ""
+
+
 def dry_run_cell(value: str | None) -> str:
     """`yes` for a dry-run import, `no` for a real one, empty for jobs without the choice.
 
@@ -163,6 +175,18 @@ def dry_run_cell(value: str | None) -> str:
     return "" if value is None else "yes" if value == "true" else "no"
 
 
+def status_cell(status: str, airwave_status: str | None) -> str:
+    """Dagster's status, except a run stopped at an approval gate, which is waiting, not failed.
+
+    Args:
+        status: The run's Dagster status.
+        airwave_status: Its `STATUS_TAG`, if it has one.
+    """
+    if status == "FAILURE" and airwave_status == AWAITING_APPROVAL:
+        return "AWAITING APPROVAL"
+    return status
+
+
 def runs_table(rows: list[dict[str, Any]]) -> Table:
     """`runs list` as a table: ids and start times are never cut or wrapped."""
     table = Table()
@@ -170,6 +194,7 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
     table.add_column("job", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("started (UTC)", no_wrap=True)
+    table.add_column("by", no_wrap=True)
     table.add_column("dry run", no_wrap=True)
     table.add_column("lineup", overflow="fold")
     table.add_column("parent", overflow="fold")
@@ -177,8 +202,9 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
         table.add_row(
             row["run_id"],
             row["job"],
-            row["status"],
+            status_cell(row["status"], row["airwave_status"]),
             started_cell(row["start_time"]),
+            row["started_by"],
             dry_run_cell(row["dry_run"]),
             row["lineup"],
             row["parent"],
@@ -206,6 +232,8 @@ def runs_list(limit: int, as_json: bool) -> None:
                 if start_time
                 else "",
                 "start_time": start_time,
+                "airwave_status": run.tags.get(STATUS_TAG),
+                "started_by": started_by(run.tags),
                 "dry_run": run.tags.get(DRY_RUN_TAG),
                 "lineup": run.tags.get(LINEUP_TAG, ""),
                 "parent": run.parent_run_id or "",
@@ -216,7 +244,13 @@ def runs_list(limit: int, as_json: bool) -> None:
             json.dumps(
                 [
                     {
-                        **{k: v for k, v in row.items() if k != "start_time"},
+                        **{
+                            k: v
+                            for k, v in row.items()
+                            if k not in ("start_time", "airwave_status")
+                        },
+                        "awaiting_approval": status_cell(row["status"], row["airwave_status"])
+                        != row["status"],
                         "dry_run": None if row["dry_run"] is None else row["dry_run"] == "true",
                     }
                     for row in rows
@@ -255,6 +289,7 @@ def runs_show(run_id: str, as_json: bool) -> None:
                     "job": run.job_name,
                     "status": run.status.value,
                     "parent_run_id": run.parent_run_id,
+                    "started_by": started_by(run.tags),
                     "cancel_reason": run.tags.get(CANCEL_REASON_TAG),
                     "config_changed": config_changes(run.tags),
                     "steps": steps,
@@ -267,6 +302,8 @@ def runs_show(run_id: str, as_json: bool) -> None:
         )
         return
     console.stdout.print(f"run {run_id} ({run.job_name}): {run.status.value}", highlight=False)
+    if started_by(run.tags):
+        console.stdout.print(f"  started by: {started_by(run.tags)}", highlight=False)
     if run.tags.get(CANCEL_REASON_TAG):
         console.stdout.print(f"  cancel reason: {run.tags[CANCEL_REASON_TAG]}", highlight=False)
     if config_changes(run.tags):
@@ -306,7 +343,7 @@ def read_config_edit(path: Path | None) -> dict[str, Any] | None:
     """The partial run config of `--config FILE` (YAML, so JSON too); exit 3 when unreadable."""
     if path is None:
         return None
-    import yaml  # type: ignore[import-untyped]  # PyYAML (a Dagster dependency) ships no stubs
+    import yaml
 
     try:
         edit = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -424,8 +461,12 @@ def runs_cancel(run_id: str, reason: str, as_json: bool) -> None:
 
     instance = _instance()
     run_id = console.run_id(run_id)
+    target_run = instance.get_run_by_id(run_id)
+    principal = console.permitted(
+        run_permission("cancel", target_run.job_name) if target_run is not None else None
+    )
     # Close an open approval first: once canceled, nobody can answer it and restart the run.
-    closed = close_open_interrupt(instance, run_id, reason)
+    closed = close_open_interrupt(instance, run_id, reason, by=principal)
     if closed is not None and not as_json:
         console.stdout.print(f"approval {closed.gate_id}: {closed.describe()}", highlight=False)
     try:

@@ -10,7 +10,10 @@ printed on stdout once all three answer, so scripts and tests can wait for it.
 
 The webserver has no authentication in Dagster OSS: whoever reaches it can launch runs (spend on
 the model, wipe the AI lineup). Binding beyond loopback is therefore refused unless
-`--allow-remote` is given (docs/deploy.md shows an authenticating reverse proxy instead).
+`--allow-remote` is given (docs/deploy.md shows an authenticating reverse proxy instead). The
+webserver process is Dagster's app behind this project's identity middleware
+(`airwave_dagster.webapp.server`): behind a trusted proxy each request acts as the user the proxy
+names, with that user's permissions; without one, as the local operator (docs/security.md).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import click
 from airwave_dagster.cli import console, environment
 
 LOCATION_NAME = "airwave"
+WEBSERVER_MODULE = "airwave_dagster.webapp.server"
+"""Dagster's webserver app behind the identity middleware (docs/security.md)."""
 ROLES = ("code-server", "webserver", "daemon")
 _BACKOFF_FIRST_SECONDS = 0.5
 _BACKOFF_MAX_SECONDS = 30.0
@@ -224,7 +229,9 @@ def build_services(
             LOCATION_NAME,
         ],
         "webserver": [
-            str(bin_dir / "dagster-webserver"),
+            sys.executable,
+            "-m",
+            WEBSERVER_MODULE,
             "-w",
             str(workspace),
             "-h",

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from airwave_dagster.domain.permissions import run_permission
+from airwave_dagster.permissions import PermissionDenied, cli_require, started_by_tags
 from airwave_dagster.run_tags import IDEMPOTENCY_TAG
 
 if TYPE_CHECKING:
@@ -39,6 +41,25 @@ class RunNotFound(LaunchRefused):
 
 class ConfigInvalid(LaunchRefused):
     """A re-execution's edited run config does not validate against the job's schema."""
+
+
+class NotPermitted(LaunchRefused):
+    """The permissions policy does not give this command's principal what it asks (exit 4)."""
+
+
+def authorize(action: str, job_name: str) -> dict[str, str]:
+    """Check `runs:<action>:<job>` for the CLI's principal before anything is created.
+
+    Returns:
+        The tags naming the principal, for the run the command creates (docs/security.md).
+
+    Raises:
+        NotPermitted: Naming the principal and the permission; nothing was written.
+    """
+    try:
+        return started_by_tags(cli_require(run_permission(action, job_name)))
+    except PermissionDenied as denied:
+        raise NotPermitted(str(denied)) from None
 
 
 @dataclass(frozen=True)
@@ -85,9 +106,16 @@ class Target(Protocol):
         ...
 
     def reexecute(
-        self, run_id: str, *, from_failure: bool, config: Mapping[str, object] | None = None
+        self,
+        run_id: str,
+        *,
+        from_failure: bool,
+        config: Mapping[str, object] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         """The complete from-failure resume of `run_id`, or all its steps again; the new id.
+
+        `tags` are set on the new run over those it inherits (who started it).
 
         `config` is a partial run config merged over the parent's (docs/durability.md,
         "Re-execution with edited config"): `ConfigInvalid` when the result does not validate,
@@ -137,6 +165,7 @@ def resume(target: Target, run_id: str, config: Mapping[str, object] | None = No
     parent = target.run(run_id)
     if parent is None:
         raise RunNotFound(f"no run {run_id}")
+    stamp = authorize("resume", parent.job_name)
     parent = target.fail_if_dead(parent)
     if parent.status not in RESUMABLE:
         hint = (
@@ -145,7 +174,7 @@ def resume(target: Target, run_id: str, config: Mapping[str, object] | None = No
             else "wait for it to finish, or cancel it first (`airwave runs cancel`)"
         )
         raise LaunchRefused(f"run {run_id} is {parent.status}: {hint}")
-    return _created(target, target.reexecute(run_id, from_failure=True, config=config))
+    return _created(target, target.reexecute(run_id, from_failure=True, config=config, tags=stamp))
 
 
 def reexecute_all(
@@ -159,9 +188,10 @@ def reexecute_all(
     parent = target.run(run_id)
     if parent is None:
         raise RunNotFound(f"no run {run_id}")
+    stamp = authorize("resume", parent.job_name)
     if not parent.is_finished:
         raise LaunchRefused(f"run {run_id} is {parent.status}: wait for it or cancel it")
-    return _created(target, target.reexecute(run_id, from_failure=False, config=config))
+    return _created(target, target.reexecute(run_id, from_failure=False, config=config, tags=stamp))
 
 
 def start(
@@ -187,7 +217,11 @@ def start(
     `answers_now` is for runs whose worth is their answer about the database as it is now (a
     dry-run): only a run of the key still queued or running is returned; after it finished, in
     any state, the next start is a new run, never a replay of an old answer.
+
+    The CLI's principal must hold `runs:start:<job>` (and `runs:resume:<job>` when the key's
+    run is resumed); `NotPermitted` before anything is created otherwise.
     """
+    tags = {**tags, **authorize("start", job_name)}
     if key is None:
         return Started(_created(target, target.submit(job_name, run_config, tags)), True)
     with starts.slot(key) as slot:

@@ -116,8 +116,12 @@ query Valid($pipeline: PipelineSelector!, $config: RunConfigData) {
 """
 
 REEXECUTE = f"""
-mutation Reexecute($parentRunId: String!, $strategy: ReexecutionStrategy!) {{
-  launchRunReexecution(reexecutionParams: {{parentRunId: $parentRunId, strategy: $strategy}}) {{
+mutation Reexecute(
+  $parentRunId: String!, $strategy: ReexecutionStrategy!, $extraTags: [ExecutionTag!]
+) {{
+  launchRunReexecution(
+    reexecutionParams: {{parentRunId: $parentRunId, strategy: $strategy, extraTags: $extraTags}}
+  ) {{
     {_LAUNCHED}
   }}
 }}
@@ -157,10 +161,18 @@ class Webserver:
         }
         return _launched(self.graphql(LAUNCH, {"params": params})["launchRun"])
 
-    def reexecute(self, run_id: str, *, from_failure: bool) -> str:
-        """Re-execute `run_id` from failure (the complete resume) or entirely; the new run's id."""
+    def reexecute(
+        self, run_id: str, *, from_failure: bool, tags: Mapping[str, str] | None = None
+    ) -> str:
+        """Re-execute `run_id` from failure (the complete resume) or entirely; the new run's id.
+
+        `tags` go over the parent's (who started the re-execution).
+        """
         strategy = "FROM_FAILURE" if from_failure else "ALL_STEPS"
-        answer = self.graphql(REEXECUTE, {"parentRunId": run_id, "strategy": strategy})
+        extra = [{"key": k, "value": v} for k, v in (tags or {}).items()]
+        answer = self.graphql(
+            REEXECUTE, {"parentRunId": run_id, "strategy": strategy, "extraTags": extra}
+        )
         return _launched(answer["launchRunReexecution"])
 
     def validate(self, job_name: str, run_config: Mapping[str, Any]) -> None:
@@ -378,7 +390,12 @@ class WebserverTarget:
         return self.server.submit(job_name, run_config, tags)
 
     def reexecute(
-        self, run_id: str, *, from_failure: bool, config: Mapping[str, object] | None = None
+        self,
+        run_id: str,
+        *,
+        from_failure: bool,
+        config: Mapping[str, object] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         """See `starts.Target`.
 
@@ -388,7 +405,7 @@ class WebserverTarget:
         still judges it on submit.
         """
         if config is None:
-            return self.server.reexecute(run_id, from_failure=from_failure)
+            return self.server.reexecute(run_id, from_failure=from_failure, tags=tags)
         import dagster as dg
 
         from airwave_dagster.durability import resume
@@ -408,7 +425,7 @@ class WebserverTarget:
         return self.server.reexecute_with(
             parent.job_name,
             planned.run_config,
-            planned.tags,
+            {**planned.tags, **(tags or {})},
             parent_run_id=parent.run_id,
             root_run_id=parent.root_run_id or parent.run_id,
             step_keys=planned.step_keys or None,

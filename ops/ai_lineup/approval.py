@@ -4,9 +4,11 @@ Numbering writes nothing (it computes against the state the wipe will leave), so
 show the real diff — removed, created, unchanged and renumbered channels with their numbers — and
 the expected build cost before anything is deleted or paid for. A gate that must ask records ONE
 interrupt row (`resources/stores/approvals.py`) and ends its run with an explained failure: no
-process and no queue slot is held while a person decides. `airwave approve RUN_ID` resolves the
-row and resumes the same run tree; every completed step (the plan included) is replayed from its
-checkpoint, the gate step runs again, finds the approval and lets the writes proceed.
+process and no queue slot is held while a person decides. Dagster OSS has no paused status, so
+the run's `airwave/status` tag says `awaiting-approval`. `airwave approve RUN_ID`, or the
+`answer_approval` job launched from the UI, resolves the row and resumes the same run tree;
+every completed step (the plan included) is replayed from its checkpoint, the gate step runs
+again, finds the approval and lets the writes proceed.
 """
 
 import json
@@ -35,7 +37,7 @@ from airwave_dagster.domain.ai.prompts import (
     render_channel_brief,
 )
 from airwave_dagster.domain.ai.tools import tool_definitions_api
-from airwave_dagster.run_tags import AWAITING_APPROVAL_TAG
+from airwave_dagster.run_tags import AWAITING_APPROVAL, AWAITING_APPROVAL_TAG, STATUS_TAG
 from ops.ai_lineup.checkpoints import (
     BUILD_CONCURRENCY,
     AnalyzedLibrary,
@@ -417,7 +419,9 @@ def pass_gate(
     if interrupt.expires_at is not None and interrupt.expires_at <= datetime.now(UTC):
         _, interrupt = approvals.resolve(interrupt.id, "expired", resolved_by="expiry")
         raise _closed(interrupt, context.run_id)
-    context.instance.add_run_tags(context.run_id, {AWAITING_APPROVAL_TAG: gate_id})
+    context.instance.add_run_tags(
+        context.run_id, {AWAITING_APPROVAL_TAG: gate_id, STATUS_TAG: AWAITING_APPROVAL}
+    )
     if on_stop is not None:
         on_stop(interrupt)
     raise dg.Failure(

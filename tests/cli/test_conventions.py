@@ -106,19 +106,21 @@ def test_runs_table_keeps_start_times_on_one_line_and_shows_dry_runs() -> None:
             "job": "import_lineup",
             "status": "SUCCESS",
             "start_time": 1_796_000_000.0 + n,
+            "started_by": "alice",
             "dry_run": dry_run,
             "lineup": "a-rather-long-lineup-file-name.json",
             "parent": "",
         }
         for n, dry_run in ((1, "true"), (2, "false"), (3, None))
     ]
-    narrow = Console(width=100, file=io.StringIO(), color_system=None)
+    narrow = Console(width=110, file=io.StringIO(), color_system=None)
     narrow.print(runs_table(rows))
     text = narrow.file.getvalue()  # type: ignore[attr-defined]
     assert text.count("2026-11-30 00:53") == 3, text
     assert "dry run" in text
     lines = {line.split("│")[1].strip(): line for line in text.splitlines() if "-4444" in line}
-    assert [lines[r["run_id"]].split("│")[5].strip() for r in rows] == ["yes", "no", ""]
+    assert [lines[r["run_id"]].split("│")[6].strip() for r in rows] == ["yes", "no", ""]
+    assert [lines[r["run_id"]].split("│")[5].strip() for r in rows] == ["alice"] * 3
     assert started_cell(None) == ""
 
 

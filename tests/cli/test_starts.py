@@ -10,12 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airwave_dagster.cli import starts
-from airwave_dagster.run_tags import IDEMPOTENCY_TAG
+from airwave_dagster.domain.permissions import LOCAL_OPERATOR
+from airwave_dagster.run_tags import IDEMPOTENCY_TAG, STARTED_BY_TAG
+from airwave_dagster.settings import PERMISSIONS_ENV
+from tests.support.permissions import write_three_principals
 
 
 @dataclass
@@ -88,14 +92,18 @@ class _Target:
         return self.add(f"run-{len(self.runs)}", "QUEUED", tags=dict(tags)).run_id
 
     def reexecute(
-        self, run_id: str, *, from_failure: bool, config: Mapping[str, object] | None = None
+        self,
+        run_id: str,
+        *,
+        from_failure: bool,
+        config: Mapping[str, object] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         self.reexecuted.append((run_id, from_failure))
         self.configs.append(config)
         child = f"run-{len(self.runs)}"
-        return self.add(
-            child, "QUEUED", parent_run_id=run_id, tags=dict(self.runs[run_id].tags)
-        ).run_id
+        inherited = {**self.runs[run_id].tags, **(tags or {})}
+        return self.add(child, "QUEUED", parent_run_id=run_id, tags=inherited).run_id
 
     def fail_if_dead(self, run: starts.RunInfo) -> starts.RunInfo:
         self.health_checks += 1
@@ -290,3 +298,50 @@ def test_a_queued_key_run_the_daemon_serves_is_left_in_the_queue() -> None:
     target.add("queued", "QUEUED", tags={IDEMPOTENCY_TAG: "k"})
     again = _start(target, table, key="k")
     assert not target.taken and again.run.status == "QUEUED"
+
+
+def _acting_as(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, principal: str) -> None:
+    monkeypatch.setenv(PERMISSIONS_ENV, str(write_three_principals(tmp_path, principal)))
+
+
+def test_a_viewer_start_is_refused_before_anything_is_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _acting_as(tmp_path, monkeypatch, "viewer")
+    target, table = _Target(), _Starts()
+    with pytest.raises(starts.NotPermitted) as refused:
+        _start(target, table, key="k")
+    assert str(refused.value) == "permission denied: viewer may not runs:start:import_lineup"
+    assert not target.runs and not table.table
+
+
+def test_a_launchers_run_names_the_launcher(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _acting_as(tmp_path, monkeypatch, "launcher")
+    target, table = _Target(), _Starts()
+    started = _start(target, table, key="k")
+    assert started.run.tags[STARTED_BY_TAG] == "launcher"
+    assert started.run.tags["user"] == "launcher"
+
+
+def test_a_resume_names_who_resumed_not_who_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = _Target()
+    target.add("r1", "FAILURE", tags={STARTED_BY_TAG: "launcher", "user": "launcher"})
+    _acting_as(tmp_path, monkeypatch, "approver")  # may resume ai_lineup only
+    with pytest.raises(starts.NotPermitted, match="approver may not runs:resume:import_lineup"):
+        starts.resume(target, "r1")
+    assert target.reexecuted == [] and target.health_checks == 0
+    _acting_as(tmp_path, monkeypatch, "admin")
+    resumed = starts.resume(target, "r1")
+    assert resumed.tags[STARTED_BY_TAG] == "admin" and resumed.tags["user"] == "admin"
+
+
+def test_without_a_permissions_file_the_local_operator_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(PERMISSIONS_ENV, raising=False)
+    target, table = _Target(), _Starts()
+    assert _start(target, table).run.tags[STARTED_BY_TAG] == LOCAL_OPERATOR
