@@ -31,6 +31,11 @@ PROVIDER_TAG = "airwave/provider"
 LIMIT_TAG = "airwave/limit"
 AWAITING_APPROVAL_TAG = "airwave/awaiting_approval"
 """Set by an approval gate on the run it stopped (the gate id), then to the answer once given."""
+TRACEPARENT_TAG = "airwave/traceparent"
+"""The W3C traceparent of whatever started the run; its resumes join that trace (tracing.py)."""
+TRACE_EXPORTED_TAG = "airwave/trace_exported"
+"""The run id, set by the run worker that exported that run's span (a re-execution copies its
+parent's tags, hence the id); a resume records a dead run's span itself."""
 APPROVAL_TAG = "airwave/approval"
 """The `ai_lineup` approval policy a run was started with (`airwave lineup --approval`)."""
 
