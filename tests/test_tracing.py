@@ -1,6 +1,6 @@
 """The tracing hooks in one process, recorded by the SDK's in-memory exporter.
 
-The trace across processes (CLI, run worker, step processes, a resume) is
+The trace across processes (CLI, run worker, step processes, a resume, celery workers) is
 asserted over OTLP/HTTP in tests/integration/test_tracing.py.
 """
 

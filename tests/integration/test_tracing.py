@@ -21,6 +21,8 @@ from airwave_dagster import settings, tracing
 from airwave_dagster.emulators.plex import start_emulator
 from airwave_dagster.run_tags import TRACEPARENT_TAG
 from tests.fakes.scripted_model import ScriptedModel, small_plan
+from tests.support import lineups
+from tests.support.celery_workers import REDIS_URL, require_broker, start_workers, unique_queue
 from tests.support.dagster_dev import AIRWAVE, wait_for
 from tests.support.otlp import Receiver, otlp  # noqa: F401
 from tests.support.standalone import airwave, build_keys, descendants
@@ -194,3 +196,45 @@ def test_a_killed_and_resumed_lineup_is_one_trace(
     sent = b"".join(otlp.bodies)
     assert PLEX_TOKEN.encode() not in sent and API_KEY.encode() not in sent
     assert b"SECRET" not in sent
+
+
+def test_celery_workers_export_their_steps_into_the_runs_trace(
+    traced: dict[str, Any],
+    otlp: Receiver,  # noqa: F811
+) -> None:
+    require_broker(REDIS_URL)
+    env = {
+        **traced["env"],
+        settings.EXECUTOR_ENV: "celery",
+        settings.CELERY_BROKER_ENV: REDIS_URL,
+        settings.CELERY_QUEUE_ENV: unique_queue(),
+    }
+    # The workers name themselves, so each span says which process exported it.
+    workers = start_workers(
+        {**env, "OTEL_SERVICE_NAME": "airwave-worker"},
+        traced["tmp"],
+        2,
+        concurrency=2,
+        queue=env[settings.CELERY_QUEUE_ENV],
+    )
+    try:
+        path = lineups.write(traced["tmp"], lineups.genre_lineup(4), "celery.json")
+        done = airwave({**env, tracing.TRACEPARENT_ENV: CALLER}, "import", str(path), "--json")
+    finally:
+        workers.stop()
+
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    (run,) = otlp.wait_for("run import_lineup")
+    executed = build_keys(traced["instance"], run_id, dg.DagsterEventType.STEP_SUCCESS, "")
+    steps = otlp.wait_for("step ", len(executed))
+    print(otlp.tree(CALLER_TRACE))  # noqa: T201
+    assert {span.trace_id for span in otlp.spans} == {CALLER_TRACE}
+    assert run.service == "airwave-test" and run.span_id == f"{tracing.run_span_id(run_id):016x}"
+    assert {s.attributes["airwave.step.key"] for s in steps} == executed
+    assert all(s.parent_id == run.span_id and s.service == "airwave-worker" for s in steps)
+    builds = [s for s in steps if s.attributes["airwave.step.key"].startswith("build_channel[")]
+    assert len(builds) == 4 and all(
+        s.attributes["airwave.claim.outcome"] == "claimed" for s in builds
+    )
+    assert b"SECRET" not in b"".join(otlp.bodies)
