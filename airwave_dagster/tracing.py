@@ -78,14 +78,6 @@ def enabled() -> bool:
     return _provider is not None
 
 
-def use_provider(provider: TracerProvider) -> None:
-    """Record into `provider` from now on (tests: the SDK's in-memory exporter)."""
-    global _decided, _provider
-    with _lock:
-        _provider = provider
-        _decided = True
-
-
 def _otlp_provider() -> TracerProvider:
     # Imported here: a process with tracing off never loads the SDK or the exporter.
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

@@ -51,6 +51,14 @@ def test_configured_only_by_an_otlp_endpoint() -> None:
     assert not tracing.configured({**endpoint, "OTEL_SDK_DISABLED": "true"})
 
 
+def test_off_nothing_is_hooked(off: None) -> None:
+    """Off (no endpoint): no response hook on the Plex session, a no-op tracer, no ids."""
+    assert tracing.http_session().hooks["response"] == []
+    assert not tracing.enabled()
+    with tracing.span("commit channel", {}):
+        tracing.note({"airwave.channel.number": 1})
+
+
 def test_a_start_continues_the_callers_trace(
     spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
