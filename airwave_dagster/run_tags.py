@@ -39,6 +39,11 @@ AWAITING_APPROVAL = "awaiting-approval"
 STARTED_BY_TAG = "airwave/started_by"
 """The principal who asked for a run (CLI: its OS user mapped by the permissions policy;
 web: the proxy-verified user; the daemon: `airwave-daemon`). Dagster's `user` tag says the same."""
+TRACEPARENT_TAG = "airwave/traceparent"
+"""The W3C traceparent of whatever started the run; its resumes join that trace (tracing.py)."""
+TRACE_EXPORTED_TAG = "airwave/trace_exported"
+"""The run id, set by the run worker that exported that run's span (a re-execution copies its
+parent's tags, hence the id); a resume records a dead run's span itself."""
 APPROVAL_TAG = "airwave/approval"
 """The `ai_lineup` approval policy a run was started with (`airwave lineup --approval`)."""
 

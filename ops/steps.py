@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, cast
 
 import dagster as dg
 
-from airwave_dagster.run_tags import CODE_VERSION_TAG
+from airwave_dagster import tracing
+from airwave_dagster.run_tags import CODE_VERSION_TAG, TRACE_EXPORTED_TAG
 from airwave_dagster.settings import Settings
 from resources import heartbeats
 from resources.pools import set_pool_limit
@@ -27,6 +32,8 @@ def versioned_op(version: str, **kwargs: Any) -> Callable[[Callable[..., Any]], 
     Dagster keeps op tags in the run's job snapshot but not code versions, and the version guard
     (`airwave_dagster.durability.versions`) compares these tags between a run and its resume.
 
+    Each attempt of the op's step is a span when tracing is on (`traced`).
+
     Args:
         version: The code version of the op; bump it when its behaviour or output type changes.
         **kwargs: Passed to `dg.op` (name, out, retry_policy, …); extra tags are merged.
@@ -35,9 +42,62 @@ def versioned_op(version: str, **kwargs: Any) -> Callable[[Callable[..., Any]], 
     decorator = dg.op(code_version=version, tags=tags, **kwargs)
 
     def wrap(fn: Callable[..., Any]) -> dg.OpDefinition:
-        return decorator(fn)
+        return decorator(traced(fn))
 
     return wrap
+
+
+def traced(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` inside its step attempt's span; Dagster sees `fn`'s own signature (`functools.wraps`).
+
+    A step that a re-execution replays never runs its body, so it records nothing.
+    """
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def steps(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            with _step_span():
+                yield from fn(*args, **kwargs)
+
+        return steps
+
+    @functools.wraps(fn)
+    def step(*args: Any, **kwargs: Any) -> Any:
+        with _step_span():
+            return fn(*args, **kwargs)
+
+    return step
+
+
+def _step_span() -> AbstractContextManager[None]:
+    if not tracing.enabled():
+        return nullcontext()
+    context = dg.OpExecutionContext.get()
+    run = context.run
+    return tracing.step_span(
+        run_id=run.run_id,
+        step_key=step_key(context),
+        attempt=context.retry_number + 1,
+        tags=run.tags,
+        root_run_id=run.root_run_id,
+        root_tags=functools.partial(run_tags, context.instance),
+    )
+
+
+def _unexported_run(instance: dg.DagsterInstance, run_id: str) -> tuple[float, float] | None:
+    """When `run_id` ran, if its run worker never marked its span exported (it died)."""
+    record = instance.get_run_record_by_id(run_id)
+    # The tag's value is the run that exported: a re-execution copies its parent's tags.
+    if record is None or record.dagster_run.tags.get(TRACE_EXPORTED_TAG) == run_id:
+        return None
+    started = record.start_time or record.create_timestamp.timestamp()
+    return started, record.end_time or time.time()
+
+
+def run_tags(instance: dg.DagsterInstance, run_id: str) -> Mapping[str, str] | None:
+    """The tags of `run_id` in `instance`; None when it has no such run."""
+    found = instance.get_run_by_id(run_id)
+    return None if found is None else found.tags
 
 
 def mapping_key(number: int) -> str:
@@ -210,6 +270,8 @@ def fan_out_executor(
 class HeartbeatExecutor(dg.Executor):
     """An executor whose orchestration writes run-worker heartbeats (resources/heartbeats.py).
 
+    Its orchestration is also the run's span (`tracing.run_span`), when tracing is on.
+
     Only the run worker calls `execute`; step processes and celery workers build the executor
     too but never orchestrate, so they never beat. Every other member is the wrapped executor's.
     """
@@ -222,7 +284,22 @@ class HeartbeatExecutor(dg.Executor):
         if self.bound is not None:
             # In the run's log, so a resume with a lower `max_concurrent` shows it took effect.
             plan_context.log.info(f"fan-out executor: at most {self.bound} steps at once")
-        with heartbeats.beating(plan_context.instance, plan_context.run_id):
+        run = plan_context.dagster_run
+        with (
+            tracing.run_span(
+                run_id=run.run_id,
+                job_name=run.job_name,
+                tags=run.tags,
+                root_run_id=run.root_run_id,
+                parent_run_id=run.parent_run_id,
+                root_tags=functools.partial(run_tags, plan_context.instance),
+                unexported=functools.partial(_unexported_run, plan_context.instance),
+                exported=functools.partial(
+                    plan_context.instance.add_run_tags, run.run_id, {TRACE_EXPORTED_TAG: run.run_id}
+                ),
+            ),
+            heartbeats.beating(plan_context.instance, plan_context.run_id),
+        ):
             yield from self.wrapped.execute(plan_context, execution_plan)
 
     def __getattr__(self, name: str) -> Any:

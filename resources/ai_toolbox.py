@@ -22,7 +22,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from airwave_dagster import failpoints
+from airwave_dagster import failpoints, tracing
 from airwave_dagster.domain.ai.tools import (
     CommittedChannel,
     FilterPreview,
@@ -151,7 +151,10 @@ class PlexChannelToolbox:
         # AI channels keep the row's default bumper mode (INHERIT), as Airwave's builder does.
         build = self._first_window(items, seed, bumpers.plan_for("INHERIT"))
         failpoints.reach(failpoints.BUILD_BEFORE_COMMIT, key=self.number)
-        with self.store.transaction() as conn:
+        with (
+            tracing.span("commit channel", {"airwave.channel.number": self.number}),
+            self.store.transaction() as conn,
+        ):
             self.ai_store.write_definitions(
                 conn, self.channel_id, _plex_definitions(envelope, exclude)
             )

@@ -12,14 +12,18 @@ The API key is read when a client is built, from the environment variable the re
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
 import dagster as dg
+from opentelemetry import trace
 from pydantic import Field
 
+from airwave_dagster import tracing
 from airwave_dagster.domain.ai.models import output_cap
 from airwave_dagster.domain.ai.usage import Usage
 from airwave_dagster.settings import API_KEY_ENV, BASE_URL_ENV
@@ -41,6 +45,11 @@ MAX_AGENT_CALLS = 24
 
 UsageSink = Callable[[str, Usage], None]
 """Called with (model, usage) after every API call that returned usage."""
+
+SpendNotes = Callable[[Usage], Mapping[str, float | int | str | bool]]
+"""The attributes a model call's span gets from its usage: its cost, the build's, the budget."""
+
+_spend_notes: ContextVar[SpendNotes | None] = ContextVar("airwave_spend_notes", default=None)
 
 
 class MissingApiKeyError(RuntimeError):
@@ -138,6 +147,38 @@ def _stop_retrying_spend_limits(request: Any, call_next: Any) -> Any:
         if code in SPEND_LIMIT_CODES:
             response.http_response.headers["x-should-retry"] = "false"
     return response
+
+
+@contextmanager
+def spend_notes(notes: SpendNotes) -> Iterator[None]:
+    """Model calls made in the block put `notes(usage)` on their spans (when tracing is on)."""
+    token = _spend_notes.set(notes)
+    try:
+        yield
+    finally:
+        _spend_notes.reset(token)
+
+
+def _note_spend(request: Any, call_next: Any) -> Any:
+    """SDK middleware (tracing on): the call's spend on the SDK's own GenAI span.
+
+    It runs inside that span, whose token counts the SDK records itself. A streamed reply's
+    usage is known only once the stream is read, and reading it ends the SDK's span: that spend
+    goes on the step's span instead (`_note_streamed`).
+    """
+    response = call_next(request)
+    notes = _spend_notes.get()
+    span = trace.get_current_span()
+    if notes is not None and span.is_recording() and response.status_code == 200:
+        if not request.stream:
+            span.set_attributes(notes(_usage_of(response.parse())))
+    return response
+
+
+def _note_streamed(usage: Usage) -> None:
+    notes = _spend_notes.get()
+    if notes is not None:
+        tracing.note(notes(usage))
 
 
 @dataclass
@@ -345,6 +386,7 @@ class LlmClient:
                 for _event in stream:
                     snapshot = stream.current_message_snapshot
                 message = stream.get_final_message()
+                _note_streamed(_usage_of(message))
         except Exception as error:
             # The input tokens (and output so far) of a broken stream were billed all the same.
             partial = _usage_of(snapshot) if snapshot is not None else Usage()
@@ -483,7 +525,9 @@ class LlmResource(dg.ConfigurableResource):
         kwargs: dict[str, Any] = {
             "api_key": key,
             "max_retries": self.max_retries,
-            "middleware": [_stop_retrying_spend_limits],
+            # With tracing on, the SDK's spans get the spend (`_note_spend`).
+            "middleware": [_stop_retrying_spend_limits]
+            + ([_note_spend] if tracing.enabled() else []),
         }
         if base_url:
             kwargs["base_url"] = base_url

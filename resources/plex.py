@@ -23,6 +23,7 @@ from plexapi.library import FilterChoice, FilteringField, LibrarySection
 from plexapi.server import PlexServer
 from pydantic import Field, PrivateAttr
 
+from airwave_dagster import tracing
 from airwave_dagster.domain.filters import (
     ALLOWED_OPS,
     FIELDS,
@@ -370,7 +371,12 @@ class PlexClient:
     def _server(self) -> PlexServer:
         if self._plex is None:
             with self._errors("connecting"):
-                self._plex = PlexServer(self.base_url, self._token, timeout=self._timeout)
+                self._plex = PlexServer(
+                    self.base_url,
+                    self._token,
+                    session=tracing.http_session(),
+                    timeout=self._timeout,
+                )
         return self._plex
 
     def _all_sections(self) -> list[LibrarySection]:

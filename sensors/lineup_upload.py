@@ -30,6 +30,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from airwave_dagster import tracing
 from airwave_dagster.domain.errors import AirwaveError
 from airwave_dagster.domain.lineup_file import MAX_LINEUP_BYTES, parse_lineup
 from airwave_dagster.run_tags import (
@@ -219,6 +220,11 @@ def evaluate_inbox(
             continue  # the same content twice in one tick: one run, both files move with it
         requested.add(digest)
         observations.append(_observation(path.name, "run requested", sha256=digest))
+        # The upload is the start of the run's story: a span of its own, recorded on the run.
+        with tracing.starting(
+            "start import_lineup", {"airwave.upload": path.name}, from_environment=False
+        ) as traced:
+            pass
         requests.append(
             dg.RunRequest(
                 run_key=digest,
@@ -243,6 +249,7 @@ def evaluate_inbox(
                     DRY_RUN_TAG: "false",
                     LINEUP_SHA256_TAG: digest,
                     IDEMPOTENCY_TAG: import_key_of_digest(digest),
+                    **traced,
                 },
             )
         )

@@ -17,9 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from airwave_dagster import tracing
 from airwave_dagster.domain.permissions import run_permission
 from airwave_dagster.permissions import PermissionDenied, cli_require, started_by_tags
-from airwave_dagster.run_tags import IDEMPOTENCY_TAG
+from airwave_dagster.run_tags import IDEMPOTENCY_TAG, TRACEPARENT_TAG
 
 if TYPE_CHECKING:
     from resources.run_starts import RunStarts
@@ -174,7 +175,13 @@ def resume(target: Target, run_id: str, config: Mapping[str, object] | None = No
             else "wait for it to finish, or cancel it first (`airwave runs cancel`)"
         )
         raise LaunchRefused(f"run {run_id} is {parent.status}: {hint}")
-    return _created(target, target.reexecute(run_id, from_failure=True, config=config, tags=stamp))
+    # The resume joins the root run's trace (its tag is copied to every re-execution).
+    with tracing.starting(
+        f"resume {parent.job_name}",
+        {"airwave.run.parent_id": run_id},
+        join=parent.tags.get(TRACEPARENT_TAG),
+    ):
+        return _created(target, target.reexecute(run_id, from_failure=True, config=config, tags=stamp))
 
 
 def reexecute_all(
@@ -191,7 +198,12 @@ def reexecute_all(
     stamp = authorize("resume", parent.job_name)
     if not parent.is_finished:
         raise LaunchRefused(f"run {run_id} is {parent.status}: wait for it or cancel it")
-    return _created(target, target.reexecute(run_id, from_failure=False, config=config, tags=stamp))
+    with tracing.starting(
+        f"reexecute {parent.job_name}",
+        {"airwave.run.parent_id": run_id},
+        join=parent.tags.get(TRACEPARENT_TAG),
+    ):
+        return _created(target, target.reexecute(run_id, from_failure=False, config=config, tags=stamp))
 
 
 def start(
@@ -222,6 +234,22 @@ def start(
     run is resumed); `NotPermitted` before anything is created otherwise.
     """
     tags = {**tags, **authorize("start", job_name)}
+    with tracing.starting(f"start {job_name}", {"airwave.run.job": job_name}) as traced:
+        return _start(
+            target, starts, job_name, run_config, {**tags, **traced}, key, force, answers_now
+        )
+
+
+def _start(
+    target: Target,
+    starts: RunStarts,
+    job_name: str,
+    run_config: Mapping[str, object],
+    tags: Mapping[str, str],
+    key: str | None,
+    force: bool,
+    answers_now: bool,
+) -> Started:
     if key is None:
         return Started(_created(target, target.submit(job_name, run_config, tags)), True)
     with starts.slot(key) as slot:

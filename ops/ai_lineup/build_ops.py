@@ -61,6 +61,7 @@ from resources.llm import (
     LlmClient,
     LlmResource,
     MissingApiKeyError,
+    spend_notes,
 )
 from resources.plex import PlexResource
 from resources.stores.ai import NewPackage
@@ -239,16 +240,17 @@ def build_ai_channel(
     common = build_trace_fields(task, shared.context.sha256, started)
     model = settings.worker_model if settings.provider == "anthropic" else "offline"
     try:
-        result, extra = run_build(
-            task,
-            shared.context,
-            deps,
-            llm=client,
-            meter=meter,
-            exhausted=meter.exhausted,
-            log=context.log.info,
-            offered=shared.offered,
-        )
+        with spend_notes(meter.span_notes):
+            result, extra = run_build(
+                task,
+                shared.context,
+                deps,
+                llm=client,
+                meter=meter,
+                exhausted=meter.exhausted,
+                log=context.log.info,
+                offered=shared.offered,
+            )
     except TransientBuildError as error:
         usage = meter.by_model.get(settings.worker_model, Usage())
         _trace(

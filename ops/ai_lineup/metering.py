@@ -105,6 +105,22 @@ class Meter:
             cost_usd=cost,
         )
 
+    def span_notes(self, usage: Usage) -> dict[str, float | int | str | bool]:
+        """A call's spend on its GenAI span, before `__call__` charges it (tracing on).
+
+        `airwave.build.cost_usd` is this attempt's spend with the call; the budget is the run's.
+        """
+        notes: dict[str, float | int | str | bool] = {"airwave.phase": self.phase}
+        cost = call_cost(self.model, usage, self.settings.prices)
+        if cost is not None:
+            notes["airwave.call.cost_usd"] = cost
+            spent = list(self.cost_by_model.values())
+            if None not in spent:
+                notes["airwave.build.cost_usd"] = sum(c or 0.0 for c in spent) + cost
+        if self.settings.budget_usd is not None:
+            notes["airwave.run.budget_usd"] = self.settings.budget_usd
+        return notes
+
     def next_call_worst_case(self) -> float:
         """The most the next call may cost (0 for a model without a price: no budget then)."""
         worst = worst_case_call_cost(

@@ -39,6 +39,7 @@ from resources.llm import (
     LlmCallError,
     LlmClient,
     LlmResource,
+    spend_notes,
 )
 from resources.plex import PlexClient
 from resources.stores.ai import AiStore
@@ -215,14 +216,17 @@ def plan_with_model(
             "input": {"existingPackages": keys, "plannerTry": attempt},
         }
         try:
-            reply = client.plan(
-                model=settings.planner_model,
-                system=PLANNER_SYSTEM_PROMPT,
-                content=[{"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}],
-                tool=tool,
-                max_tokens=PLANNER_MAX_TOKENS,
-                on_usage=meter,
-            )
+            with spend_notes(meter.span_notes):
+                reply = client.plan(
+                    model=settings.planner_model,
+                    system=PLANNER_SYSTEM_PROMPT,
+                    content=[
+                        {"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}
+                    ],
+                    tool=tool,
+                    max_tokens=PLANNER_MAX_TOKENS,
+                    on_usage=meter,
+                )
         except LlmCallError as error:
             ai.record_trace(
                 **step,

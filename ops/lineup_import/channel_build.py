@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from airwave_dagster import failpoints
+from airwave_dagster import failpoints, tracing
 from airwave_dagster.domain.filters import plex_sort
 from airwave_dagster.domain.import_plan import PlannedChannel
 from airwave_dagster.domain.library import MediaItem
@@ -151,7 +151,10 @@ def apply_channel(
                     notes.append("filter matches nothing in the library: no schedule to lay")
             bumpers = store.bumper_settings()
             failpoints.reach(failpoints.BUILD_BEFORE_COMMIT, key=number)
-            with store.transaction() as conn:
+            with (
+                tracing.span("commit channel", {"airwave.channel.number": number}),
+                store.transaction() as conn,
+            ):
                 store.insert_definitions(conn, outcome.channel_id, planned)
                 if enabled:
                     seed = channel_seed(outcome.channel_id)

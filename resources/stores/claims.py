@@ -37,6 +37,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
+from airwave_dagster import tracing
 from resources import tables as t
 from resources.stores.rows import new_id
 
@@ -73,6 +74,10 @@ class ClaimOutcome:
     channel_id: str | None
     detail: str | None = None
     took_over: Claimant | None = None
+
+
+_TRACED_OUTCOMES = {"claimed": "claimed", "existing": "adopted", "conflict": "conflict"}
+"""A claim's outcome as its step span names it (`existing` is the adoption of a finished row)."""
 
 
 def _owned_by(claimant: Claimant) -> sa.ColumnElement[bool]:
@@ -132,6 +137,14 @@ class ChannelClaims:
         while True:
             outcome = self._try_claim(number, claimant, signature, values)
             if outcome is not None:
+                tracing.note(
+                    {
+                        "airwave.channel.number": number,
+                        "airwave.claim.outcome": _TRACED_OUTCOMES[outcome.kind]
+                        if outcome.took_over is None
+                        else "took_over",
+                    }
+                )
                 return outcome
             if time.monotonic() >= deadline:
                 holder = self.holder(number)
