@@ -4,7 +4,8 @@ Import benchmark: a 50-channel `import_lineup` run against the Plex emulator wit
 every request, through Dagster's multiprocess executor with Postgres storage, once with the
 production start method (forkserver) and once with spawn, side by side in one process so the
 ratio is fair on a shared, noisy machine. Then the same import on the multiprocess executor and
-on two celery workers (`bench/executors.py`). `--only executors` runs that comparison alone and
+on two celery workers (`bench/executors.py`), and the import before and after issue 25's changes
+(`bench/fanout.py`). `--only executors` or `--only fanout` runs that comparison alone and
 replaces its section of BENCHMARKS.md, leaving the others as they were measured.
 """
 
@@ -29,6 +30,7 @@ from airwave_dagster import settings
 from airwave_dagster.cli import environment
 from bench.ai_lineup import ai_lineup_section
 from bench.executors import executors_section
+from bench.fanout import BASELINE_REF, fanout_section
 from bench.lineup_quality import lineup_quality_section
 from bench.maintenance import maintenance_section
 
@@ -131,6 +133,17 @@ def _run_import(
             raise RuntimeError(f"benchmark run {result.run_id} failed")
         run_id = result.run_id
     requests = _stats(plex_url)["total"]
+    return {
+        "run_id": run_id,
+        "wall_s": wall,
+        "plex_requests": requests,
+        "requests_per_channel": requests / CHANNELS,
+        **_run_figures(run_id, db_url),
+    }
+
+
+def _run_figures(run_id: str, db_url: str) -> dict[str, Any]:
+    """What a finished import left in the database: channels, rows, its builds' durations."""
     engine = sa.create_engine(db_url, poolclass=sa.pool.NullPool)
     with engine.connect() as conn:
         builds = conn.execute(
@@ -145,23 +158,26 @@ def _run_import(
         rows = conn.execute(sa.text("SELECT count(*) FROM public.schedule_item")).scalar_one()
     engine.dispose()
     return {
-        "run_id": run_id,
-        "wall_s": wall,
         "channels": created,
         "schedule_rows": rows,
-        "plex_requests": requests,
-        "requests_per_channel": requests / CHANNELS,
         "build_median_s": durations[len(durations) // 2] if durations else 0.0,
         "build_sum_s": sum(durations),
     }
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the benchmarks and write BENCHMARKS.md (`--only executors`: that section alone)."""
-    args = sys.argv[1:] if argv is None else argv
-    only_executors = args == ["--only", "executors"]
-    if args and not only_executors:
-        raise SystemExit("usage: python -m bench.run [--only executors]")
+    """Run the benchmarks and write BENCHMARKS.md (`--only SECTION`: that section alone).
+
+    `--baseline REF` names the revision the fan-out section measures as "before".
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    baseline = BASELINE_REF
+    if args[-2:-1] == ["--baseline"]:
+        baseline = args[-1]
+        del args[-2:]
+    only = args[1] if len(args) == 2 and args[0] == "--only" else None
+    if (args and only not in ("executors", "fanout")) or len(args) not in (0, 2):
+        raise SystemExit("usage: python -m bench.run [--only executors|fanout] [--baseline REF]")
     from airwave_dagster.definitions import import_lineup_job
 
     server = environment.start_private_postgres(environment.airwave_home())
@@ -197,13 +213,30 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             lineup_path = Path(tmp) / "bench-lineup.json"
             lineup_path.write_text(json.dumps(_lineup(CHANNELS)))
+            small_path = Path(tmp) / "bench-lineup-10.json"
+            small_path.write_text(json.dumps(_lineup(10)))
             with dg.DagsterInstance.get() as instance:
 
                 def production_import() -> dict[str, Any]:
                     return _run_import(instance, import_lineup_job, lineup_path, plex_url, db_url)
 
+                def reset() -> None:
+                    _reset_database(db_url)
+                    _reset_stats(plex_url)
+
+                fanout = fanout_section(
+                    instance,
+                    {CHANNELS: lineup_path, 10: small_path},
+                    lambda run_id: _run_figures(run_id, db_url),
+                    reset,
+                    lambda: _stats(plex_url),
+                    baseline,
+                )
+                if only == "fanout":
+                    _replace_section(fanout)
+                    return
                 executors = executors_section(instance, production_import, {emulator.pid})
-                if only_executors:
+                if only == "executors":
                     _replace_section(executors)
                     return
                 forkserver = production_import()
@@ -213,6 +246,7 @@ def main(argv: list[str] | None = None) -> None:
         emulator.terminate()
         emulator.wait(timeout=10)
     _write(forkserver, spawn, env)
+    _append(fanout)
     _append(executors)
     _append(maintenance_section(db_url))
     _append(ai_section)

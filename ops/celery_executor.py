@@ -19,14 +19,25 @@ failure: the events the multiprocess executor emits for a step process that cras
 (`Executor.log_failure_or_retry_event_after_error`). The failure names the worker's error down
 to its innermost cause (e.g. the `psycopg2.OperationalError` under dagster-postgres' "too many
 retries for DB connection").
+
+A worker killed mid-step leaves its task unacknowledged: RabbitMQ hands the message back when
+the worker's connection drops, Redis only after the visibility timeout (an hour), and until then
+the task stays STARTED on a worker that no longer exists. `StepTask` therefore also watches the
+worker a started task runs on (`task_track_started` names it): when that worker has not answered
+a ping for `LOST_AFTER_SECONDS`, the task is revoked (a later redelivery of it is dropped) and the
+step gets the same retry or failure as a crashed step process. The retry's build waits for the
+dead attempt's claim to go stale and takes it over; a build that had committed is adopted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import dagster as dg
+from celery import states
 from celery.exceptions import TaskRevokedError
 from dagster._utils.error import SerializableErrorInfo
 from dagster_celery.core_execution_loop import core_celery_execution_loop
@@ -38,6 +49,41 @@ _OUTCOMES = (
     dg.DagsterEventType.STEP_FAILURE,
     dg.DagsterEventType.STEP_UP_FOR_RETRY,
 )
+
+LOST_AFTER_SECONDS = 30.0
+"""A started task's worker silent to pings this long is gone: its step is retried or failed."""
+PING_EVERY_SECONDS = 5.0
+"""At most one ping of the workers per this many seconds, however many tasks are in flight."""
+PING_TIMEOUT_SECONDS = 2.0
+
+
+class WorkerWatch:
+    """When each celery worker last answered a ping, for one run's execution loop.
+
+    A worker is first counted from the moment a task is seen started on it, so silence is never
+    measured from before the run knew the worker. A ping that cannot be sent (the broker away)
+    counts as an answer from everyone: only a silence the broker could carry is a lost worker.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._answered: dict[str, float] = {}
+        self._pinged_at: float | None = None
+
+    def silent_for(self, app: Any, worker: str) -> float:
+        """Seconds since `worker` last answered (pinging all workers when it is time)."""
+        now = self._clock()
+        self._answered.setdefault(worker, now)
+        if self._pinged_at is None or now - self._pinged_at >= PING_EVERY_SECONDS:
+            self._pinged_at = now
+            try:
+                replies = app.control.ping(timeout=PING_TIMEOUT_SECONDS)
+            except Exception:  # the broker could not carry the ping: nobody is counted silent
+                replies = [{name: {}} for name in self._answered]
+            for reply in replies:
+                for name in reply:
+                    self._answered[name] = self._clock()
+        return now - self._answered[worker]
 
 
 def innermost_error(traceback: str | None) -> str | None:
@@ -67,18 +113,52 @@ class StepTask:
     or the event standing in for a task that raised.
     """
 
-    def __init__(self, result: Any, plan_context: Any, step: Any, known_state: Any) -> None:
+    def __init__(
+        self,
+        result: Any,
+        plan_context: Any,
+        step: Any,
+        known_state: Any,
+        watch: tuple[Any, WorkerWatch] | None = None,
+    ) -> None:
         self.result = result
         self.plan_context = plan_context
         self.step = step
         self.known_state = known_state
+        self.watch = watch
         self._events: list[str] | None = None
         self._revoked = False
 
     def ready(self) -> bool:
-        if self._events is None and self.result.ready():
-            self._events = self._settle()
+        if self._events is None:
+            state = self.result.state
+            if state in states.READY_STATES:
+                self._events = self._settle()
+            elif state == states.STARTED:
+                self._events = self._lost()
         return self._events is not None
+
+    def _lost(self) -> list[str] | None:
+        """The step's retry or failure if the worker running it stopped answering, else None."""
+        info = self.result.info
+        worker = info.get("hostname") if isinstance(info, dict) else None
+        if self.watch is None or not worker:
+            return None
+        app, watch = self.watch
+        silent = watch.silent_for(app, str(worker))
+        if silent < LOST_AFTER_SECONDS:
+            return None
+        self.result.revoke()  # a redelivery of this task, if the broker makes one, is dropped
+        error = SerializableErrorInfo(
+            message=(
+                f'celery worker {worker} stopped answering while it ran step "{self.step.key}" '
+                f"(no reply to a ping for {silent:.0f} s): the task is revoked and the step "
+                "handed to its retry policy"
+            ),
+            stack=[],
+            cls_name=None,
+        )
+        return [serialize_value(self._failure_or_retry(error))]
 
     def revoke(self) -> None:
         self.result.revoke()
@@ -126,13 +206,21 @@ class StepTask:
 
 
 def _submit(
-    app: Any, plan_context: Any, step: Any, queue: str, priority: int, known_state: Any
+    app: Any,
+    plan_context: Any,
+    step: Any,
+    queue: str,
+    priority: int,
+    known_state: Any,
+    *,
+    watch: WorkerWatch,
 ) -> StepTask:
     return StepTask(
         _submit_task(app, plan_context, step, queue, priority, known_state),
         plan_context,
         step,
         known_state,
+        (app, watch),
     )
 
 
@@ -140,4 +228,6 @@ class CeleryStepExecutor(CeleryExecutor):
     """`CeleryExecutor` whose execution loop sees every task through `StepTask`."""
 
     def execute(self, plan_context: Any, execution_plan: Any) -> Iterator[dg.DagsterEvent]:
-        return core_celery_execution_loop(plan_context, execution_plan, step_execution_fn=_submit)
+        return core_celery_execution_loop(
+            plan_context, execution_plan, step_execution_fn=partial(_submit, watch=WorkerWatch())
+        )

@@ -168,6 +168,8 @@ def celery_app_args(settings: Settings) -> dict[str, Any]:
             "task_default_queue": settings.celery_queue,
             "task_acks_late": True,
             "task_reject_on_worker_lost": True,
+            # A started task names its worker, so the run worker can see that worker vanish.
+            "task_track_started": True,
             "worker_prefetch_multiplier": 1,
             "broker_connection_retry_on_startup": True,
             # Redis hands an unacknowledged step back only after this long; claims tolerate the

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 from xml.etree.ElementTree import Element, ParseError
 
 import dagster as dg
@@ -134,7 +134,7 @@ class PlexClient:
         self._sections: list[LibrarySection] | None = None
         self._choices: dict[tuple[str, str], list[FilterChoice]] = {}
         self._fields: dict[tuple[str, str], FilteringField | None] = {}
-        self._shows: dict[str, dict[int, _ShowFacts]] = {}
+        self._shows: dict[str, _ShowFacts] = {}
         self._sort_keys: dict[tuple[str, str], set[str]] = {}
         self._switches: Mapping[str, bool] = {}
         self._unknown_enabled = True
@@ -199,6 +199,12 @@ class PlexClient:
             PlexError: Plex rejects the search (for instance an unknown sort).
             ValueError: `plex_filter` is not a valid envelope (pydantic's ValidationError).
         """
+        return self.complete(self._listed(plex_filter, library_key=library_key, sort=sort))
+
+    def _listed(
+        self, plex_filter: dict[str, Any] | None, *, library_key: str | None, sort: str
+    ) -> list[MediaItem]:
+        """`resolve` as the listings carry the items (see `list_pool`)."""
         envelope = (
             FilterEnvelope() if plex_filter is None else FilterEnvelope.model_validate(plex_filter)
         )
@@ -225,13 +231,28 @@ class PlexClient:
             sort: Plex sort applied within each library of each definition.
 
         Returns:
-            The pool's items.
+            The pool's items, complete (see `complete`).
+        """
+        return self.complete(self.list_pool(definitions, sort=sort))
+
+    def list_pool(
+        self,
+        definitions: Sequence[tuple[str, dict[str, Any] | None, str | None]],
+        *,
+        sort: str,
+    ) -> list[MediaItem]:
+        """The pool of `resolve_pool` as the searches list it: one search per library, no more.
+
+        Membership, order, rating keys, types, titles and durations are exactly the complete
+        pool's; tag lists may be cut short (real servers list the first few of each kind),
+        episodes lack their show's facts and items lack stream details. A build lays its
+        schedule from this and completes only the items the schedule plays (`complete`).
         """
         parts: list[tuple[str, list[MediaItem]]] = []
         for mode, plex_filter, library_key in definitions:
             if mode == "EXCLUDE" and not any(m != "EXCLUDE" for m, _ in parts):
                 continue  # Nothing included yet, so nothing to remove: skip the search.
-            parts.append((mode, self.resolve(plex_filter, library_key=library_key, sort=sort)))
+            parts.append((mode, self._listed(plex_filter, library_key=library_key, sort=sort)))
         return combine_pools(parts)
 
     def tag_values(self, field: str, media_types: Sequence[str]) -> list[str]:
@@ -401,68 +422,98 @@ class PlexClient:
     def _search(
         self, section: LibrarySection, node: FilterNode | None, sort: str
     ) -> list[MediaItem]:
+        """The section's items matching `node`, as its listing carries them (see `list_pool`)."""
         with self._errors(f"searching library {section.title!r}"):
             translated = _Match.ALL if node is None else self._translate(node, section)
             if translated is _Match.NONE:
                 return []
             filters = None if translated is _Match.ALL else translated
             sort = self._offered_sort(section, sort)
-            # plexapi's search() cannot add includeElements=Stream, which HDR detection needs, so
-            # the key is built by its own (private) builder and fetched with the extra parameter.
+            # plexapi validates the filters and the sort against the section's vocabulary and
+            # builds the search path; the pages are read as XML elements, not plexapi objects.
             key = section._buildSearchKey(
                 sort=sort, libtype=PLAYABLE_LIBTYPE[section.type], filters=filters
             )
-            # plexapi's return types are loose (items may be typed None); these are videos.
-            videos = cast(
-                "list[Any]",
-                section.fetchItems(
-                    key, container_size=PAGE_SIZE, params={"includeElements": "Stream"}
-                ),
-            )
-            for video in videos:
-                # Reading an attribute Plex left empty would cost a metadata request (G5).
-                video._autoReload = False
-            full = self._full_metadata([video.ratingKey for video in videos])
-            if section.type == "movie":
-                return [_movie_item(video, _key(section), full) for video in videos]
-            shows = self._show_facts(section) if videos else {}
-            return [_episode_item(video, _key(section), shows, full) for video in videos]
+            return [_item(element, _key(section), {}) for element in self._listing(key)]
 
-    def _full_metadata(self, rating_keys: Sequence[int]) -> dict[int, Element]:
-        """Each item's own metadata element (full tag lists), read in batches.
+    def _listing(self, key: str) -> list[Element]:
+        """Every item element of a paged listing, page after page (as plexapi's fetchItems).
 
-        Listings are partial on real servers, so tags are never read from them. An item that
-        vanished between the listing and this read keeps its listing's tags.
+        plexapi would build an object per item, with its media, parts and tags: about a
+        millisecond each, most of a build's CPU for a pool of hundreds. A pool needs only the
+        listing's attributes, so the parsed elements are read directly.
         """
         server = self._server()
-        found: dict[int, Element] = {}
-        for start in range(0, len(rating_keys), METADATA_BATCH):
-            batch = rating_keys[start : start + METADATA_BATCH]
+        items: list[Element] = []
+        while True:
+            headers = {
+                "X-Plex-Container-Start": str(len(items)),
+                "X-Plex-Container-Size": str(PAGE_SIZE),
+            }
+            data = server.query(key, headers=headers)
+            if data is None:
+                return items
+            page = [child for child in data if "ratingKey" in child.attrib]
+            items.extend(page)
+            total = data.attrib.get("totalSize") or data.attrib.get("size") or ""
+            if not page or not total.isdigit() or len(items) >= int(total):
+                return items
+
+    def complete(self, items: Sequence[MediaItem]) -> list[MediaItem]:
+        """The items with everything their own metadata says: full tag lists, streams, shows.
+
+        Listings are partial on real servers (the first few tags of each kind, no streams), so
+        an item written to the database is read again from `/library/metadata/{ids}`, in
+        batches, and an episode gets its show's studio, network, genres and rating from the
+        show's metadata (Plex keeps those on the show). An item that vanished since the
+        listing keeps what the listing said.
+
+        Raises:
+            PlexUnavailableError: Plex cannot be reached or fails.
+            PlexAuthError: The token is refused.
+        """
+        with self._errors("reading item metadata"):
+            full = self._full_metadata([item.rating_key for item in items])
+            shows = self._show_facts(
+                {e.attrib.get("grandparentRatingKey", "") for e in full.values()} - {""}
+                if any(item.type == "episode" for item in items)
+                else set()
+            )
+        return [
+            item
+            if item.rating_key not in full
+            else _item(full[item.rating_key], item.library_key or "", shows)
+            for item in items
+        ]
+
+    def _full_metadata(self, rating_keys: Sequence[str]) -> dict[str, Element]:
+        """Each item's own metadata element (full tag lists and streams), read in batches."""
+        server = self._server()
+        found: dict[str, Element] = {}
+        wanted = list(dict.fromkeys(k for k in rating_keys if k.isdigit()))
+        for start in range(0, len(wanted), METADATA_BATCH):
+            batch = wanted[start : start + METADATA_BATCH]
             try:
-                data = server.query(f"/library/metadata/{','.join(map(str, batch))}")
+                data = server.query(f"/library/metadata/{','.join(batch)}")
             except NotFound:
-                continue  # every item of the batch is gone; the listing's tags stay
+                continue  # every item of the batch is gone; the listing's values stay
             for element in data if data is not None else ():
                 key = element.attrib.get("ratingKey")
-                if key is not None and key.isdigit():
-                    found[int(key)] = element
+                if key is not None:
+                    found[key] = element
         return found
 
-    def _show_facts(self, section: LibrarySection) -> dict[int, _ShowFacts]:
-        if _key(section) not in self._shows:
-            shows = cast("list[Any]", section.search(libtype="show", container_size=PAGE_SIZE))
-            full = self._full_metadata([show.ratingKey for show in shows])
-            facts: dict[int, _ShowFacts] = {}
-            for show in shows:
-                show._autoReload = False  # see _search: no per-show reloads
-                facts[show.ratingKey] = _ShowFacts(
-                    studio=show.studio,
-                    network=show.network,
-                    genres=_tags(full.get(show.ratingKey, show._data), "Genre"),
-                    content_rating=show.contentRating,
-                )
-            self._shows[_key(section)] = facts
-        return self._shows[_key(section)]
+    def _show_facts(self, show_keys: set[str]) -> dict[str, _ShowFacts]:
+        """What episodes of these shows inherit, from the shows' metadata (cached by key)."""
+        missing = sorted(show_keys - self._shows.keys())
+        for key, show in self._full_metadata(missing).items():
+            self._shows[key] = _ShowFacts(
+                studio=show.attrib.get("studio"),
+                network=show.attrib.get("network"),
+                genres=_tags(show, "Genre"),
+                content_rating=show.attrib.get("contentRating"),
+            )
+        return {key: self._shows[key] for key in show_keys if key in self._shows}
 
     def _translate(self, node: FilterNode, section: LibrarySection) -> Translated:
         if isinstance(node, Group):
@@ -803,15 +854,6 @@ def _status_of(error: BaseException) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _day_text(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.strftime("%Y-%m-%d")
-
-
-def _iso(moment: datetime | None) -> str | None:
-    # plexapi gives naive local datetimes (fold set), so astimezone recovers the exact instant.
-    return None if moment is None else moment.astimezone(UTC).isoformat()
-
-
 def _tags(element: Element, name: str) -> tuple[str, ...]:
     """Tag titles (`Genre`, `Director`, `Role`…) of an item element, in Plex's order.
 
@@ -861,59 +903,96 @@ def _picture(element: Element) -> tuple[str | None, str | None, bool]:
     return media.attrib.get("videoResolution"), hdr, dovi
 
 
-def _common(video: Any, library_key: str, full: dict[int, Element]) -> dict[str, Any]:
-    element: Element = video._data  # the <Video> element plexapi parsed this object from
-    tagged = full.get(video.ratingKey, element)  # the item's own metadata: complete tag lists
+def _int(text: str | None) -> int | None:
+    """An integer attribute as plexapi casts it (`utils.cast`): absent is None."""
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _float(text: str | None) -> float | None:
+    """A float attribute as plexapi casts it: absent None, unreadable NaN."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def _release_day(text: str | None) -> str | None:
+    """`originallyAvailableAt` when it is a real day (plexapi drops anything else)."""
+    if text is None:
+        return None
+    try:
+        return datetime.strptime(text, "%Y-%m-%d").strftime("%Y-%m-%d")
+    except ValueError:
+        return None
+
+
+def _added(text: str | None) -> str | None:
+    """`addedAt` (epoch seconds) as an ISO-8601 UTC instant."""
+    seconds = _int(text)
+    if seconds is None:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, UTC).isoformat()
+    except (OSError, OverflowError, ValueError):
+        return (datetime.fromtimestamp(0, UTC) + timedelta(seconds=seconds)).isoformat()
+
+
+def _item(element: Element, library_key: str, shows: Mapping[str, _ShowFacts]) -> MediaItem:
+    """A movie or episode from its `<Video>` element (a listing's or its own metadata).
+
+    Attributes are read as plexapi reads them, without building its objects. An episode takes
+    its show's facts from `shows` (none there: as a listing leaves them, unknown).
+    """
+    a = element.attrib
     resolution, hdr, dovi = _picture(element)
-    return {
-        "rating_key": str(video.ratingKey),
-        "title": video.title,
-        "duration_ms": video.duration or 0,
-        "year": video.year,
-        "originally_available_at": _day_text(video.originallyAvailableAt),
-        "added_at": _iso(video.addedAt),
+    common: dict[str, Any] = {
+        "rating_key": a["ratingKey"],
+        "title": a.get("title"),
+        "duration_ms": _int(a.get("duration")) or 0,
+        "year": _int(a.get("year")),
+        "originally_available_at": _release_day(a.get("originallyAvailableAt")),
+        "added_at": _added(a.get("addedAt")),
         "library_key": library_key,
-        "summary": video.summary or None,
-        "directors": _tags(tagged, "Director"),
-        "cast": _tags(tagged, "Role"),
-        "audience_rating": video.audienceRating,
-        "critic_rating": video.rating,
+        "summary": a.get("summary") or None,
+        "directors": _tags(element, "Director"),
+        "cast": _tags(element, "Role"),
+        "audience_rating": _float(a.get("audienceRating")),
+        "critic_rating": _float(a.get("rating")),
         "resolution": resolution,
         "hdr": hdr,
         "dovi": dovi,
-        "view_count": video.viewCount or 0,
-        "tagline": tagged.attrib.get("tagline") or None,
-        "thumb": tagged.attrib.get("thumb") or None,
-        "art": tagged.attrib.get("art") or None,
+        "view_count": _int(a.get("viewCount", "0")) or 0,
+        "tagline": a.get("tagline") or None,
+        "thumb": a.get("thumb") or None,
+        "art": a.get("art") or None,
         **_sound_and_dovi(element),
     }
-
-
-def _movie_item(video: Any, library_key: str, full: dict[int, Element]) -> MediaItem:
-    return MediaItem(
-        type="movie",
-        studio=video.studio,
-        content_rating=video.contentRating,
-        genres=_tags(full.get(video.ratingKey, video._data), "Genre"),
-        **_common(video, library_key, full),
-    )
-
-
-def _episode_item(
-    video: Any, library_key: str, shows: dict[int, _ShowFacts], full: dict[int, Element]
-) -> MediaItem:
-    show = shows.get(video.grandparentRatingKey)
+    if a.get("type") != "episode":
+        return MediaItem(
+            type="movie",
+            studio=a.get("studio"),
+            content_rating=a.get("contentRating"),
+            genres=_tags(element, "Genre"),
+            **common,
+        )
+    show_key = _int(a.get("grandparentRatingKey"))
+    show = None if show_key is None else shows.get(str(show_key))
     return MediaItem(
         type="episode",
         studio=show.studio if show else None,
         network=show.network if show else None,
-        content_rating=video.contentRating or (show.content_rating if show else None),
+        content_rating=a.get("contentRating") or (show.content_rating if show else None),
         genres=show.genres if show else (),
-        show_title=video.grandparentTitle,
-        show_rating_key=None
-        if video.grandparentRatingKey is None
-        else str(video.grandparentRatingKey),
-        season=video.parentIndex,
-        episode=video.index,
-        **_common(video, library_key, full),
+        show_title=a.get("grandparentTitle"),
+        show_rating_key=None if show_key is None else str(show_key),
+        season=_int(a.get("parentIndex")),
+        episode=_int(a.get("index")),
+        **common,
     )

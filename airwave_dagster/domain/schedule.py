@@ -333,6 +333,12 @@ class ScheduleBuild(BaseModel):
         return len(self.entries) - self.bumper_count
 
     @property
+    def played_keys(self) -> frozenset[str]:
+        """Rating keys of the items the rows play or introduce: the media items they link to."""
+        keys = {e.rating_key for e in self.entries if e.rating_key is not None}
+        return frozenset(keys | {e.target_rating_key for e in self.entries if e.target_rating_key})
+
+    @property
     def starts_at(self) -> datetime | None:
         """Start of the first row, or None when nothing was laid."""
         return self.entries[0].starts_at if self.entries else None

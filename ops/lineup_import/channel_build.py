@@ -38,11 +38,15 @@ class BuildStep:
     warn: Callable[[str], None]
 
 
-def resolve_pool(plex: PlexResource, planned: PlannedChannel) -> list[MediaItem]:
-    """The channel's pool from Plex (INCLUDE adds, EXCLUDE removes), in its play order."""
+def list_pool(plex: PlexResource, planned: PlannedChannel) -> list[MediaItem]:
+    """The channel's pool as Plex's searches list it (INCLUDE adds, EXCLUDE removes), in order.
+
+    Keys, durations and order are the pool's own; the items a schedule plays are completed from
+    their metadata before they are written (`PlexClient.complete`).
+    """
     if not planned.definitions:
         return []
-    return plex.get_client().resolve_pool(
+    return plex.get_client().list_pool(
         [(d.mode, d.plex_filter, d.plex_library_key) for d in planned.definitions],
         sort=plex_sort(planned.ordering, planned.sort_field, planned.sort_dir),
     )
@@ -86,7 +90,7 @@ def apply_channel(
     if task.dry_run:
         result.unsupported = vocabulary_gaps(plex, planned)
         notes.extend(f"this Plex server lacks it: {gap}" for gap in result.unsupported)
-        pool = resolve_pool(plex, planned)
+        pool = list_pool(plex, planned)
         result.pool_size = len(pool) if planned.definitions else None
         if planned.definitions and not pool:
             notes.append("filter matches nothing in the library: no schedule to lay")
@@ -144,34 +148,46 @@ def apply_channel(
         with claims.held(outcome.channel_id, me):
             result.unsupported = vocabulary_gaps(plex, planned)
             notes.extend(f"this Plex server lacks it: {gap}" for gap in result.unsupported)
-            pool = resolve_pool(plex, planned)
+            pool = list_pool(plex, planned)
             if planned.definitions:
                 result.pool_size = len(pool)
                 if not pool:
                     notes.append("filter matches nothing in the library: no schedule to lay")
             bumpers = store.bumper_settings()
+            seed = channel_seed(outcome.channel_id)
+            build = (
+                build_schedule(
+                    pool,
+                    ordering=planned.ordering,
+                    channel_seed=seed,
+                    start_at=started,
+                    window_seconds=INITIAL_WINDOW_SECONDS,
+                    bumpers=bumpers.plan_for(planned.bumper_mode),
+                )
+                if enabled
+                else None
+            )
+            # Only the items the window plays are written: only they need their full metadata.
+            played = (
+                []
+                if build is None
+                else plex.get_client().complete(
+                    [item for item in pool if item.rating_key in build.played_keys]
+                )
+            )
             failpoints.reach(failpoints.BUILD_BEFORE_COMMIT, key=number)
             with (
                 tracing.span("commit channel", {"airwave.channel.number": number}),
                 store.transaction() as conn,
             ):
                 store.insert_definitions(conn, outcome.channel_id, planned)
-                if enabled:
-                    seed = channel_seed(outcome.channel_id)
-                    build = build_schedule(
-                        pool,
-                        ordering=planned.ordering,
-                        channel_seed=seed,
-                        start_at=started,
-                        window_seconds=INITIAL_WINDOW_SECONDS,
-                        bumpers=bumpers.plan_for(planned.bumper_mode),
-                    )
+                if build is not None:
                     result.schedule_slots = store.write_schedule(
                         outcome.channel_id,
                         source_id=task.source_id,
                         shuffle_seed=seed,
                         build=build,
-                        pool=pool,
+                        pool=played,
                         bumper_rev=bumpers.rev,
                         conn=conn,
                     )

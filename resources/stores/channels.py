@@ -485,8 +485,7 @@ class AirwaveStore:
                     bumper_rev=bumper_rev,
                     conn=own,
                 )
-        used = {e.rating_key for e in build.entries if e.rating_key is not None}
-        used |= {e.target_rating_key for e in build.entries if e.target_rating_key is not None}
+        used = build.played_keys
         items = [item for item in pool if item.rating_key in used]
         ids = self.media_item_ids(conn, source_id, items)
         conn.execute(t.schedule_item.delete().where(t.schedule_item.c.channel_id == channel_id))

@@ -477,8 +477,7 @@ class MaintenanceStore:
         `bumpers` is given for a fresh initial window only: the channel's `bumperRev` is then
         stamped, as Airwave's initial build does; continuations leave it as it is.
         """
-        used = {e.rating_key for e in build.entries if e.rating_key is not None}
-        used |= {e.target_rating_key for e in build.entries if e.target_rating_key is not None}
+        used = build.played_keys
         items = [item for item in pool if item.rating_key in used]
         ids = self._item_ids(conn, plan.media_source_id, items)
         if build.entries:

@@ -388,17 +388,39 @@ def test_requests_per_resolution_are_few(emulator) -> None:
     client.resolve(envelope(group("and", c("director", "isNot", "x"), c("decade", "is", "1990"))))
     new_field = emulator.stats()
 
-    # Connect (3), per library: vocabulary (2), genre choices (1), one search page and one
-    # metadata batch for the full tags (listings are partial); TV also reads its shows and their
-    # metadata once (2): 15. Afterwards a resolution is one search and one batch per library.
-    assert cold["total"] <= 15
-    assert cold["by_kind"]["metadata"] == 3
+    # Connect (3), per library: vocabulary (2), genre choices (1), one search page; then one
+    # metadata batch for the items found (full tags and streams: listings are partial) and one
+    # for their shows: 13. Afterwards a resolution is one search per library and one batch.
+    assert cold["total"] <= 13
+    assert cold["by_kind"]["metadata"] == 2
     assert warm == {
-        "total": 4,
-        "by_kind": {"search": 2, "metadata": 2},
-        "by_status": {"200": 4},
+        "total": 3,
+        "by_kind": {"search": 2, "metadata": 1},
+        "by_status": {"200": 3},
     }
     assert new_field["total"] <= 6
+
+
+def test_a_listed_pool_is_the_pool_read_from_its_searches_alone(emulator, client) -> None:
+    definitions = [
+        ("INCLUDE", envelope(c("genre", "is", "Comedy")), None),
+        ("INCLUDE", envelope(c("year", "gte", "2005")), None),
+        ("EXCLUDE", envelope(c("genre", "is", "Drama")), None),
+    ]
+    complete = client.resolve_pool(definitions, sort="year:desc")
+    emulator.reset_stats()
+
+    listed = client.list_pool(definitions, sort="year:desc")
+    requests = emulator.stats()
+
+    def essentials(item: MediaItem) -> tuple[object, ...]:
+        return (item.rating_key, item.type, item.title, item.duration_ms, item.library_key)
+
+    assert [essentials(i) for i in listed] == [essentials(i) for i in complete]
+    assert requests["by_kind"] == {"search": 6}  # three definitions, two libraries each
+    emulator.reset_stats()
+    assert client.complete(listed[:5]) == complete[:5]
+    assert emulator.stats()["by_kind"]["metadata"] <= 2  # the items, then shows not yet read
 
 
 def test_pools_larger_than_800_are_complete() -> None:
