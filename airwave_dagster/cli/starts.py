@@ -181,7 +181,9 @@ def resume(target: Target, run_id: str, config: Mapping[str, object] | None = No
         {"airwave.run.parent_id": run_id},
         join=parent.tags.get(TRACEPARENT_TAG),
     ):
-        return _created(target, target.reexecute(run_id, from_failure=True, config=config, tags=stamp))
+        return _created(
+            target, target.reexecute(run_id, from_failure=True, config=config, tags=stamp)
+        )
 
 
 def reexecute_all(
@@ -203,7 +205,9 @@ def reexecute_all(
         {"airwave.run.parent_id": run_id},
         join=parent.tags.get(TRACEPARENT_TAG),
     ):
-        return _created(target, target.reexecute(run_id, from_failure=False, config=config, tags=stamp))
+        return _created(
+            target, target.reexecute(run_id, from_failure=False, config=config, tags=stamp)
+        )
 
 
 def start(
