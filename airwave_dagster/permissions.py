@@ -194,7 +194,7 @@ def os_user() -> str:
 
 
 def principal_of_identity(policy: Policy, identity: str) -> str:
-    """The principal a user name acts as; an unmapped name stays itself (and holds nothing)."""
+    """The principal a user name acts as; an unmapped one is `unknown user 'name'` (no roles)."""
     principal = policy.principal_for(identity)
     return principal if principal is not None else f"unknown user {identity!r}"
 

@@ -157,9 +157,16 @@ def show_run_page(run_id: str, target: object | None = None) -> None:
 def prepare(*, plex: bool = False, migrate: bool = True) -> environment.Environment:
     """Resolve and export the runtime environment; with `plex`, also the Plex server.
 
-    A setting that cannot be used ends the command with its variable's name, not a traceback;
-    with `plex`, a configured server is checked first (`check_plex`), before the database.
+    A setting that cannot be used ends the command with its variable's name, not a traceback
+    (the permissions file with its path and key paths); with `plex`, a configured server is
+    checked first (`check_plex`), before the database.
     """
+    from airwave_dagster.permissions import PermissionsError, load_policy
+
+    try:
+        load_policy()  # a broken permissions file is a setting that cannot be used
+    except (SettingsError, PermissionsError) as problem:
+        fail(str(problem), ExitCode.INPUT_REFUSED)
     if plex:
         check_plex()
     try:

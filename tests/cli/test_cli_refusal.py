@@ -83,3 +83,22 @@ def test_a_usage_error_keeps_click_exit_code_2(bare_env: dict[str, str]) -> None
     )
 
     assert done.returncode == 2
+
+
+def test_a_broken_permissions_file_stops_every_command_with_exit_3(
+    bare_env: dict[str, str], tmp_path: Path
+) -> None:
+    policy = tmp_path / "permissions.yaml"
+    policy.write_text("roles:\n  admin: ['*']\nprincipals:\n  alice: [admn]\n")
+    done = subprocess.run(
+        [AIRWAVE, "runs", "list"],
+        env={**bare_env, "AIRWAVE_PERMISSIONS": str(policy)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == ExitCode.INPUT_REFUSED, done.stderr
+    assert str(policy) in done.stderr
+    assert "principals.alice[0]: unknown role 'admn' (roles: admin)" in done.stderr
+    assert not Path(bare_env["AIRWAVE_HOME"]).exists()  # nothing was started
