@@ -192,7 +192,8 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
     table = Table()
     table.add_column("run id", no_wrap=True, min_width=36)  # ids are what users copy: never cut
     table.add_column("job", no_wrap=True)
-    table.add_column("status", no_wrap=True)
+    # As wide as NOT_STARTED; `AWAITING APPROVAL` takes two lines.
+    table.add_column("status", min_width=11)
     table.add_column("started (UTC)", no_wrap=True)
     table.add_column("by", no_wrap=True)
     table.add_column("dry run", no_wrap=True)

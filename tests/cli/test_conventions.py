@@ -14,7 +14,7 @@ from rich.console import Console
 
 from airwave_dagster.cli import console, lineup_files, main
 from airwave_dagster.cli.console import DRY_RUN_DONE, ExitCode, Snapshot
-from airwave_dagster.cli.runs import runs_table, started_cell
+from airwave_dagster.cli.runs import runs_table, started_cell, status_cell
 from airwave_dagster.cli.webserver import _first_paragraph, announce, find
 
 
@@ -104,7 +104,8 @@ def test_runs_table_keeps_start_times_on_one_line_and_shows_dry_runs() -> None:
         {
             "run_id": f"{n}" * 8 + "-1111-2222-3333-444455556666",
             "job": "import_lineup",
-            "status": "SUCCESS",
+            "status": "FAILURE" if n == 3 else "SUCCESS",
+            "airwave_status": "awaiting-approval" if n == 3 else None,
             "start_time": 1_796_000_000.0 + n,
             "started_by": "alice",
             "dry_run": dry_run,
@@ -121,6 +122,11 @@ def test_runs_table_keeps_start_times_on_one_line_and_shows_dry_runs() -> None:
     lines = {line.split("│")[1].strip(): line for line in text.splitlines() if "-4444" in line}
     assert [lines[r["run_id"]].split("│")[6].strip() for r in rows] == ["yes", "no", ""]
     assert [lines[r["run_id"]].split("│")[5].strip() for r in rows] == ["alice"] * 3
+    # A run stopped at an approval gate waits; Dagster's FAILURE is not what the list says.
+    statuses = [lines[r["run_id"]].split("│")[3].strip() for r in rows]
+    assert statuses == ["SUCCESS", "SUCCESS", "AWAITING"], text  # "APPROVAL" on the next line
+    assert status_cell("FAILURE", "awaiting-approval") == "AWAITING APPROVAL"
+    assert status_cell("FAILURE", None) == "FAILURE"
     assert started_cell(None) == ""
 
 

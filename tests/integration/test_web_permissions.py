@@ -48,18 +48,20 @@ pytestmark = [
 
 AIRWAVE = str(Path(sys.executable).parent / "airwave")
 SCHEMA = "dagster_web_permissions"
-USERS = {"vera": "viewer-pw", "lena": "launcher-pw", "abe": "approver-pw"}
+USERS = {"vera": "viewer-pw", "lena": "launcher-pw", "abe": "approver-pw", "otto": "answer-pw"}
 PERMISSIONS = """\
 roles:
   viewer: []
   launcher: ["runs:start:import_lineup", "runs:resume:import_lineup", "runs:start:ai_lineup",
              "runs:cancel:*"]
   approver: ["approvals:resolve:*", "runs:start:answer_approval", "runs:resume:ai_lineup"]
+  answerer: ["runs:start:answer_approval", "approvals:resolve:rollback_lineup"]
   admin: ["*"]
 principals:
   vera: [viewer]
   lena: [launcher]
   abe: [approver]
+  otto: [answerer]
   airwave-daemon: [launcher]
   ada: [admin]
 identities:
@@ -324,6 +326,13 @@ def test_an_approver_answers_from_the_launchpad_and_the_interrupt_records_them(
     run_id = launched["run"]["runId"]
     status, tags = stack.finished(run_id)
     assert status == "FAILURE" and tags[STATUS_TAG] == AWAITING_APPROVAL, tags
+
+    # Otto may launch an answer but approves only rollbacks: the op refuses, nothing changes.
+    answer = {"ops": {"resolve_interrupt": {"config": {"run_id": run_id, "decision": "approve"}}}}
+    launched = stack.launch("otto", "answer_approval", answer)
+    assert stack.finished(launched["run"]["runId"])[0] == "FAILURE"
+    still = _interrupt(stack.database_url, run_id)
+    assert still is not None and still.open
 
     page = _page_as(browser, stack, "abe")
     page.goto(f"{stack.proxy.url}/runs/{run_id}")
