@@ -4,7 +4,8 @@ Import benchmark: a 50-channel `import_lineup` run against the Plex emulator wit
 every request, through Dagster's multiprocess executor with Postgres storage, once with the
 production start method (forkserver) and once with spawn, side by side in one process so the
 ratio is fair on a shared, noisy machine. Then the same import on the multiprocess executor and
-on two celery workers (`bench/executors.py`). `--only executors` runs that comparison alone and
+on two celery workers (`bench/executors.py`), and with OpenTelemetry off and on
+(`bench/tracing.py`). `--only executors` or `--only tracing` runs that comparison alone and
 replaces its section of BENCHMARKS.md, leaving the others as they were measured.
 """
 
@@ -31,6 +32,7 @@ from bench.ai_lineup import ai_lineup_section
 from bench.executors import executors_section
 from bench.lineup_quality import lineup_quality_section
 from bench.maintenance import maintenance_section
+from bench.tracing import tracing_section
 
 ROOT = Path(__file__).resolve().parent.parent
 CHANNELS = 50
@@ -157,11 +159,11 @@ def _run_import(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the benchmarks and write BENCHMARKS.md (`--only executors`: that section alone)."""
+    """Run the benchmarks and write BENCHMARKS.md (`--only executors|tracing`: that section)."""
     args = sys.argv[1:] if argv is None else argv
-    only_executors = args == ["--only", "executors"]
-    if args and not only_executors:
-        raise SystemExit("usage: python -m bench.run [--only executors]")
+    only = args[1] if len(args) == 2 and args[0] == "--only" else None
+    if args and only not in ("executors", "tracing"):
+        raise SystemExit("usage: python -m bench.run [--only executors|tracing]")
     from airwave_dagster.definitions import import_lineup_job
 
     server = environment.start_private_postgres(environment.airwave_home())
@@ -202,10 +204,14 @@ def main(argv: list[str] | None = None) -> None:
                 def production_import() -> dict[str, Any]:
                     return _run_import(instance, import_lineup_job, lineup_path, plex_url, db_url)
 
+                if only == "tracing":
+                    _replace_section(tracing_section(lineup_path))
+                    return
                 executors = executors_section(instance, production_import, {emulator.pid})
-                if only_executors:
+                if only == "executors":
                     _replace_section(executors)
                     return
+                traced = tracing_section(lineup_path)
                 forkserver = production_import()
                 spawn = _run_import(instance, spawn_import_job, lineup_path, plex_url, db_url)
                 ai_section = ai_lineup_section(instance, db_url)
@@ -214,6 +220,7 @@ def main(argv: list[str] | None = None) -> None:
         emulator.wait(timeout=10)
     _write(forkserver, spawn, env)
     _append(executors)
+    _append(traced)
     _append(maintenance_section(db_url))
     _append(ai_section)
     _append(lineup_quality_section())
