@@ -91,6 +91,20 @@ def _otlp_provider() -> TracerProvider:
     return provider
 
 
+def _preload() -> None:
+    """Import the SDK and the exporter now, when tracing is configured.
+
+    The multiprocess executor's forkserver imports the code location once and forks every step
+    process from it; loaded there, these modules cost each step nothing.
+    """
+    import opentelemetry.exporter.otlp.proto.http.trace_exporter
+    import opentelemetry.sdk.trace.export  # noqa: F401
+
+
+if configured():
+    _preload()
+
+
 def new_id_generator() -> Any:
     """The SDK's random ids, except where `_ids` fixes the next span's (run spans)."""
     from opentelemetry.sdk.trace.id_generator import RandomIdGenerator

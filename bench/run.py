@@ -4,8 +4,9 @@ Import benchmark: a 50-channel `import_lineup` run against the Plex emulator wit
 every request, through Dagster's multiprocess executor with Postgres storage, once with the
 production start method (forkserver) and once with spawn, side by side in one process so the
 ratio is fair on a shared, noisy machine. Then the same import on the multiprocess executor and
-on two celery workers (`bench/executors.py`), and the import before and after issue 25's changes
-(`bench/fanout.py`). `--only executors` or `--only fanout` runs that comparison alone and
+on two celery workers (`bench/executors.py`), the import before and after issue 25's changes
+(`bench/fanout.py`), and with OpenTelemetry off and on (`bench/tracing.py`). `--only executors`,
+`--only fanout` or `--only tracing` runs that comparison alone and
 replaces its section of BENCHMARKS.md, leaving the others as they were measured.
 """
 
@@ -33,6 +34,7 @@ from bench.executors import executors_section
 from bench.fanout import BASELINE_REF, fanout_section
 from bench.lineup_quality import lineup_quality_section
 from bench.maintenance import maintenance_section
+from bench.tracing import tracing_section
 
 ROOT = Path(__file__).resolve().parent.parent
 CHANNELS = 50
@@ -176,8 +178,10 @@ def main(argv: list[str] | None = None) -> None:
         baseline = args[-1]
         del args[-2:]
     only = args[1] if len(args) == 2 and args[0] == "--only" else None
-    if (args and only not in ("executors", "fanout")) or len(args) not in (0, 2):
-        raise SystemExit("usage: python -m bench.run [--only executors|fanout] [--baseline REF]")
+    if (args and only not in ("executors", "fanout", "tracing")) or len(args) not in (0, 2):
+        raise SystemExit(
+            "usage: python -m bench.run [--only executors|fanout|tracing] [--baseline REF]"
+        )
     from airwave_dagster.definitions import import_lineup_job
 
     server = environment.start_private_postgres(environment.airwave_home())
@@ -220,6 +224,10 @@ def main(argv: list[str] | None = None) -> None:
                 def production_import() -> dict[str, Any]:
                     return _run_import(instance, import_lineup_job, lineup_path, plex_url, db_url)
 
+                if only == "tracing":
+                    _replace_section(tracing_section(lineup_path))
+                    return
+
                 def reset() -> None:
                     _reset_database(db_url)
                     _reset_stats(plex_url)
@@ -239,6 +247,7 @@ def main(argv: list[str] | None = None) -> None:
                 if only == "executors":
                     _replace_section(executors)
                     return
+                traced = tracing_section(lineup_path)
                 forkserver = production_import()
                 spawn = _run_import(instance, spawn_import_job, lineup_path, plex_url, db_url)
                 ai_section = ai_lineup_section(instance, db_url)
@@ -248,6 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     _write(forkserver, spawn, env)
     _append(fanout)
     _append(executors)
+    _append(traced)
     _append(maintenance_section(db_url))
     _append(ai_section)
     _append(lineup_quality_section())
