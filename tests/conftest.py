@@ -23,6 +23,7 @@ from tests.support.ai import library_snapshot, stub, stub_server, synced  # noqa
 from tests.support.dagster_dev import dev, fresh, slow_plex  # noqa: F401
 from tests.support.maintenance import small_library, small_plex  # noqa: F401
 from tests.support.own_postgres import own_postgres  # noqa: F401
+from tests.support.spans import off, spans  # noqa: F401
 from tests.support.standalone import alone  # noqa: F401
 
 # Overridable so that several checkouts (or agents) can run the suite on one server at once.

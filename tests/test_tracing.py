@@ -11,8 +11,6 @@ from typing import Any
 
 import dagster as dg
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from airwave_dagster import tracing
@@ -20,25 +18,6 @@ from airwave_dagster.run_tags import TRACEPARENT_TAG
 from ops.steps import versioned_op
 
 CALLER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-
-
-@pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
-    """Tracing on in this process, into memory; off again afterwards."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(id_generator=tracing.new_id_generator())
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(tracing, "_provider", provider)
-    monkeypatch.setattr(tracing, "_decided", True)
-    monkeypatch.delenv(tracing.TRACEPARENT_ENV, raising=False)
-    yield exporter
-    provider.shutdown()
-
-
-@pytest.fixture
-def off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tracing, "_provider", None)
-    monkeypatch.setattr(tracing, "_decided", True)
 
 
 def test_configured_only_by_an_otlp_endpoint() -> None:

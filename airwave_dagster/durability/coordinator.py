@@ -9,6 +9,9 @@ here whoever created it: the submitter (`identify_submission`) must hold `runs:s
 created as re-executions in other ways (the UI's "re-execute selected steps", GraphQL
 `launchPipelineReexecution` with explicit step keys); those reach the queue here too, where the
 same check runs. A refused run is marked failed with the reason and never starts.
+
+A first run that arrives without a trace context (the Launchpad, GraphQL, a schedule) gets one
+here (`trace_submission`), so every run carries the trace of the call that started it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import dagster as dg
 from dagster._core.run_coordinator import QueuedRunCoordinator, SubmitRunContext
 
+from airwave_dagster import tracing
 from airwave_dagster.durability.versions import CodeVersionChanged, refuse_if_changed
 from airwave_dagster.permissions import (
     PermissionDenied,
@@ -25,6 +29,10 @@ from airwave_dagster.permissions import (
     started_by_tags,
     submission_permission,
 )
+from airwave_dagster.run_tags import TRACEPARENT_TAG
+
+TRACEPARENT_HEADER = "traceparent"
+"""The W3C header a traced client or proxy sends with the launching request."""
 
 
 def authorize_submission(instance: dg.DagsterInstance, context: SubmitRunContext) -> None:
@@ -50,6 +58,29 @@ def authorize_submission(instance: dg.DagsterInstance, context: SubmitRunContext
     instance.add_run_tags(run.run_id, started_by_tags(principal))
 
 
+def trace_submission(instance: dg.DagsterInstance, context: SubmitRunContext) -> None:
+    """Record the trace context of a first run its starter did not trace (tracing.py).
+
+    The CLI and the upload sensor record their own `start <job>` span; a run launched from the
+    UI, over GraphQL or by a schedule reaches the queue without one. Here it gets a `submit
+    <job>` span, a child of the launching request's `traceparent` header when a traced client
+    or proxy sent one. With tracing off in this process only such a header is recorded.
+    Re-executions are left alone: they join their root run's trace.
+    """
+    run = context.dagster_run
+    if run.parent_run_id is not None or TRACEPARENT_TAG in run.tags:
+        return
+    attributes = {"airwave.run.job": run.job_name, "airwave.run.id": run.run_id}
+    with tracing.starting(
+        f"submit {run.job_name}",
+        attributes,
+        join=context.get_request_header(TRACEPARENT_HEADER),
+        from_environment=False,
+    ) as tags:
+        if tags:
+            instance.add_run_tags(run.run_id, tags)
+
+
 def guard_submission(instance: dg.DagsterInstance, run: dg.DagsterRun) -> None:
     """Refuse (mark failed and raise) a re-execution that would replay outputs of changed ops."""
     if run.parent_run_id is None or run.step_keys_to_execute is None:
@@ -65,10 +96,11 @@ def guard_submission(instance: dg.DagsterInstance, run: dg.DagsterRun) -> None:
 
 
 class AirwaveRunCoordinator(QueuedRunCoordinator):
-    """`QueuedRunCoordinator` with the permission check and the code-version guard on submit."""
+    """`QueuedRunCoordinator` checking permissions and code versions, recording trace context."""
 
     def submit_run(self, context: SubmitRunContext) -> dg.DagsterRun:
         """Check the run, then queue it as usual."""
         authorize_submission(self._instance, context)
         guard_submission(self._instance, context.dagster_run)
+        trace_submission(self._instance, context)
         return super().submit_run(context)

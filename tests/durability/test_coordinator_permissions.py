@@ -2,74 +2,30 @@
 
 Real parts: Dagster's instance on the test Postgres with this project's `AirwaveRunCoordinator`,
 and Dagster's own request context (carrying the proxy header as `airwave serve`'s middleware
-sets it). The runs are of a one-op stand-in named like the real job: the coordinator judges a
-run by its job name, tags and parent, never by its ops.
+sets it), from tests/support/coordinator.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import dagster as dg
 import pytest
-from dagster._core.remote_origin import (
-    RegisteredCodeLocationOrigin,
-    RemoteJobOrigin,
-    RemoteRepositoryOrigin,
-)
-from dagster._core.run_coordinator import SubmitRunContext
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import EmptyWorkspaceTarget
 
-from airwave_dagster.cli import environment
 from airwave_dagster.domain.permissions import LOCAL_OPERATOR, SERVICE_PRINCIPAL
 from airwave_dagster.permissions import PRINCIPAL_HEADER, PermissionDenied
 from airwave_dagster.run_tags import STARTED_BY_TAG
 from airwave_dagster.settings import PERMISSIONS_ENV
+from tests.support.coordinator import submit
 from tests.support.permissions import write_policy, write_three_principals
 
 pytestmark = [pytest.mark.postgres]
 
 
-@dg.op
-def _step() -> None:
-    """Nothing: the run is judged before any step could start."""
-
-
-@dg.job(name="import_lineup")
-def stand_in() -> None:
-    _step()
-
-
-ORIGIN = RemoteJobOrigin(
-    RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("airwave"), "__repository__"),
-    "import_lineup",
-)
-"""Where a queued run says it comes from (Dagster requires one); nothing here loads it."""
-
-
 @pytest.fixture
-def instance(database_url: str) -> Iterator[dg.DagsterInstance]:
-    """An instance on the test database with the project's run coordinator."""
-    overrides = {
-        "storage": {
-            "postgres": {
-                "postgres_url": environment.with_search_path(
-                    database_url, environment.DAGSTER_SCHEMA
-                )
-            }
-        },
-        "run_coordinator": {
-            "module": "airwave_dagster.durability.coordinator",
-            "class": "AirwaveRunCoordinator",
-        },
-        "telemetry": {"enabled": False},
-    }
-    with dg.instance_for_test(overrides=overrides) as test_instance:
-        yield test_instance
+def instance(queue_instance: dg.DagsterInstance) -> dg.DagsterInstance:
+    return queue_instance
 
 
 def _submit(
@@ -79,18 +35,9 @@ def _submit(
     header: str | None = None,
     parent: dg.DagsterRun | None = None,
 ) -> dg.DagsterRun:
-    """Create a run and submit it to the queue as a webserver or the daemon would."""
-    run = instance.create_run_for_job(
-        stand_in,
-        tags=tags or {},
-        parent_run_id=parent.run_id if parent else None,
-        root_run_id=(parent.root_run_id or parent.run_id) if parent else None,
-        remote_job_origin=ORIGIN,
-    )
-    source = SimpleNamespace(headers={PRINCIPAL_HEADER: header} if header else {})
-    with WorkspaceProcessContext(instance, EmptyWorkspaceTarget()) as process:
-        request = process.create_request_context(source=source)
-        return instance.run_coordinator.submit_run(SubmitRunContext(run, workspace=request))
+    """Submit a run, carrying the principal header as `airwave serve`'s middleware sets it."""
+    headers = {PRINCIPAL_HEADER: header} if header else None
+    return submit(instance, tags=tags, headers=headers, parent=parent)
 
 
 def _refused(instance: dg.DagsterInstance, **submission: Any) -> tuple[PermissionDenied, Any]:
