@@ -9,8 +9,10 @@ paid again).
 
 Who answers is never config: it is the principal the run coordinator verified and stamped on
 this run (`airwave/started_by`, from the web request's proxy-verified identity), and it must hold
-the approve permission of the stopped run's job (`approvals:resolve:<job>`), checked here
-against the policy. Starting this job needs no other permission (docs/security.md).
+the approve permission of the stopped run's job (`approvals:resolve:<job>`) and, to approve,
+its resume permission (the continuation is a resume), checked here against the policy before
+anything is written. Launching the job itself needs `runs:start:answer_approval`, checked by
+the run coordinator like any start (docs/security.md).
 """
 
 import time
@@ -122,10 +124,13 @@ def resolve_interrupt(
     declared = JOB_PERMISSIONS.get(target.job_name)
     if declared is None or declared.approve is None:
         raise _refuse(f"job {target.job_name} has no approval gate to answer")
-    if not load_policy().allows(principal, declared.approve):
-        raise _refuse(
-            f"{principal} does not hold {declared.approve}: may not answer run {config.run_id}"
-        )
+    # As `airwave approve`: an approval also continues the tree, so it needs the resume too;
+    # both are checked before anything is written.
+    needed = [declared.approve] + ([declared.resume] if config.decision == "approve" else [])
+    policy = load_policy()
+    for permission in needed:
+        if not policy.allows(principal, permission):
+            raise _refuse(f"permission denied: {principal} may not {permission}")
     approvals = database.stores().approvals
     interrupt = approvals.find(target.root_run_id or target.run_id)
     if interrupt is None:
@@ -146,7 +151,13 @@ def resolve_interrupt(
             f"{row.describe()}: run tree {row.root_run_id} ends here; nothing was written"
         )
         return
-    continuation = continue_tree(instance, _finished(instance, row.run_id), principal)
+    try:
+        continuation = continue_tree(instance, _finished(instance, row.run_id), principal)
+    except Exception as error:
+        raise _refuse(
+            f"{row.describe()}, but the run could not be continued: {error}. The approval "
+            f"stands: `airwave runs resume {row.run_id}` continues it."
+        ) from error
     approvals.record_continuation(row.id, continuation.run_id)
     context.log.info(f"{row.describe()}; continuing as run {continuation.run_id}")
 

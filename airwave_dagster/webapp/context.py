@@ -106,12 +106,16 @@ class PrincipalRequestContext(WorkspaceRequestContext):
 
 
 class PrincipalProcessContext(WorkspaceProcessContext):
-    """Dagster's workspace process context, making one `PrincipalRequestContext` per request."""
+    """Dagster's workspace process context, making one `PrincipalRequestContext` per request.
+
+    `policy` is asked on every request (`load_policy` re-reads the file only when it changed), so
+    an edited permissions file applies to the next request.
+    """
 
     def __init__(
         self,
         *args: Any,
-        policy: Policy,
+        policy: Callable[[], Policy],
         jobs: Mapping[str, JobPermissions],
         **kwargs: Any,
     ) -> None:
@@ -122,7 +126,7 @@ class PrincipalProcessContext(WorkspaceProcessContext):
     def create_request_context(self, source: object | None = None) -> WorkspaceRequestContext:
         principal = request_principal(source)
         return PrincipalRequestContext(
-            grants=granted(self._policy, principal, self._jobs),
+            grants=granted(self._policy(), principal, self._jobs),
             instance=self.instance,
             current_workspace=self.get_current_workspace(),
             process_context=self,

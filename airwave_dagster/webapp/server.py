@@ -4,8 +4,8 @@
 permission map is "everything" (or "nothing" with `--read-only`) for every request. This entry
 point builds the same app (`DagsterWebserver` over a workspace file, served by uvicorn) from
 `PrincipalProcessContext` and wraps it in `IdentityMiddleware`, so each request's permissions are
-its principal's (docs/security.md). The policy is read once at start: after editing the
-permissions file, restart the webserver (`airwave serve` restarts it when it exits).
+its principal's (docs/security.md). The policy is asked for on every request; `load_policy`
+re-reads the file only when it changed, so an edit applies to the next request.
 
 Usage: `python -m airwave_dagster.webapp.server -w WORKSPACE -h HOST -p PORT`.
 """
@@ -16,7 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from airwave_dagster.domain.permissions import LOCAL_OPERATOR, Policy
@@ -28,8 +28,8 @@ _POOL_MAX_OVERFLOW = 20
 """`dagster-webserver`'s own defaults for its database pool."""
 
 
-def identity_rules(policy: Policy) -> IdentityRules:
-    """The middleware's rules from the settings and `policy`."""
+def identity_rules(policy: Callable[[], Policy]) -> IdentityRules:
+    """The middleware's rules from the settings and the current `policy()`."""
     from airwave_dagster.permissions import PRINCIPAL_HEADER
     from airwave_dagster.settings import Settings
 
@@ -38,7 +38,7 @@ def identity_rules(policy: Policy) -> IdentityRules:
         proxies=settings.trusted_proxy_networks(),
         identity_header=settings.identity_header,
         principal_header=PRINCIPAL_HEADER,
-        principal_for=policy.principal_for,
+        principal_for=lambda identity: policy().principal_for(identity),
         local_operator=LOCAL_OPERATOR,
     )
 
@@ -69,8 +69,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     from airwave_dagster.webapp.context import PrincipalProcessContext
 
     logging.basicConfig(level=logging.INFO)
-    policy = load_policy()
-    rules = identity_rules(policy)
+    load_policy()  # a broken permissions file stops the webserver at start, naming the problem
+    rules = identity_rules(load_policy)
     with dg.DagsterInstance.get() as instance:
         instance.optimize_for_webserver(
             _STATEMENT_TIMEOUT_MS, _POOL_RECYCLE_SECONDS, _POOL_MAX_OVERFLOW
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             version=__version__,
             read_only=False,
             workspace_load_target=WorkspaceFileTarget(paths=[args.workspace]),
-            policy=policy,
+            policy=load_policy,
             jobs=JOB_PERMISSIONS,
         ) as process_context:
             app = DagsterWebserver(process_context).create_asgi_app(lifespan=_lifespan)

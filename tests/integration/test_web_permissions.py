@@ -288,6 +288,19 @@ def test_a_viewer_sees_a_disabled_launch_button_and_graphql_refuses_its_launch(
     assert refused["__typename"] == "UnauthorizedError", refused
     page.context.close()
 
+    # An edited permissions file applies to the next request, without a restart.
+    def can_launch() -> bool:
+        granted = stack.as_user("vera", PERMISSIONS_QUERY)["permissions"]
+        return any(p["value"] for p in granted if p["permission"] == "launch_pipeline_execution")
+
+    path = Path(stack.env[settings.PERMISSIONS_ENV])
+    path.write_text(PERMISSIONS.replace("vera: [viewer]", "vera: [launcher]"))
+    try:
+        assert can_launch()
+    finally:
+        path.write_text(PERMISSIONS)
+    assert not can_launch()
+
 
 def test_a_launcher_starts_an_import_from_the_launchpad(
     stack: Stack, browser: Any, tmp_path: Path
