@@ -396,6 +396,11 @@ def supervise(
             if reload_pending and web_base is not None and due:
                 last_reload = now
                 reload_pending = not reload_location(web_base)
+                if not reload_pending:
+                    console.stderr.print(
+                        f"reloaded {LOCATION_NAME} in the webserver from the new code server",
+                        highlight=False,
+                    )
             if not ready:
                 if all(check() for check in checks.values()):
                     ready = True
