@@ -142,6 +142,20 @@ def root_cause_failure(what: str, error: Exception) -> dg.Failure:
     return dg.Failure(description=f"{what}: {type(error).__name__}: {error}"[:2000])
 
 
+FORKSERVER_PRELOAD = (
+    "airwave_dagster.definitions",
+    "airwave_dagster.durability.instance",
+    "dagster_postgres",
+    "upath",
+)
+"""Imported once by the forkserver, so a step process forked from it does not import them.
+
+The code location, and what a step imports to open the instance (`DagsterInstance.from_ref`):
+the instance class, Postgres storage and the storage paths it loads (about 180 modules, measured
+with `sys.modules`, that each step process imported for itself otherwise).
+"""
+
+
 def celery_app_args(settings: Settings) -> dict[str, Any]:
     """The celery app both sides use: the run worker that submits steps and `airwave worker`.
 
@@ -210,7 +224,7 @@ def fan_out_executor(
         llm_pool: The job has ops in `LLM_POOL`: set the pool's limit when a run starts.
     """
     method: Mapping[str, object] = (
-        {"forkserver": {"preload_modules": ["airwave_dagster.definitions"]}}
+        {"forkserver": {"preload_modules": list(FORKSERVER_PRELOAD)}}
         if start_method == "forkserver"
         else {"spawn": {}}
     )

@@ -15,12 +15,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
-from xml.etree.ElementTree import Element, ParseError
+from xml.etree.ElementTree import Element, ParseError, tostring
 
 import dagster as dg
 from plexapi.exceptions import BadRequest, NotFound, PlexApiException, Unauthorized
 from plexapi.library import FilterChoice, FilteringField, LibrarySection
 from plexapi.server import PlexServer
+from plexapi.utils import parseXMLString
 from pydantic import Field, PrivateAttr
 
 from airwave_dagster import tracing
@@ -76,6 +77,14 @@ HDR_TRANSFERS = {"smpte2084": "HDR10", "arib-std-b67": "HLG"}
 _NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)")
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _STATUS = re.compile(r"^\((\d{3})\)")
+_VOCABULARY = re.compile(
+    r"/|/library|/library/sections/?"
+    r"|/library/sections/\d+/(?:all|collections)\?includeMeta=1&.*"
+    r"|/library/sections/\d+/(?!all\b|collections\b)\w+(?:\?.*)?"
+)
+"""What plexapi reads to learn the server: its identity, the section list, each section's filter
+and sort vocabulary (`includeMeta`) and the choices of a filter field. Searches and metadata
+never match."""
 
 Filters = dict[str, Any]
 """A plexapi advanced-search `filters=` dict: `{"and"|"or": [...]}` or one `{field: value}`."""
@@ -91,6 +100,43 @@ class PlexUnavailableError(PlexError):
 
 class PlexAuthError(PlexError):
     """Plex refused the token (401)."""
+
+
+class _VocabularyServer(PlexServer):
+    """plexapi's server, answering vocabulary reads from what this run already read.
+
+    Every read `_VOCABULARY` matches is kept as text in `known` (by path and paging headers) and
+    answered from there the next time, so a step given the plan step's `known` asks Plex only
+    for its searches and item metadata. Anything else goes to Plex as plexapi sends it.
+    """
+
+    def __init__(
+        self, baseurl: str, token: str, *, session: Any, timeout: float, known: dict[str, str]
+    ):
+        self._known = known  # before plexapi's own __init__, which reads '/'
+        super().__init__(baseurl, token, session=session, timeout=timeout)
+
+    def query(
+        self,
+        key: str,
+        method: Any = None,
+        headers: dict[str, str] | None = None,
+        params: Any = None,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> Element | None:
+        """`PlexServer.query`, from `known` for a vocabulary read seen before."""
+        if method is not None or params is not None or kwargs or not _VOCABULARY.fullmatch(key):
+            return super().query(
+                key, method=method, headers=headers, params=params, timeout=timeout, **kwargs
+            )
+        cache_key = "|".join([key, *(f"{k}={v}" for k, v in sorted((headers or {}).items()))])
+        if cache_key in self._known:
+            text = self._known[cache_key]
+            return parseXMLString(text) if text else None
+        data = super().query(key, headers=headers, timeout=timeout)
+        self._known[cache_key] = "" if data is None else tostring(data, encoding="unicode")
+        return data
 
 
 class _Match(enum.Enum):
@@ -138,6 +184,7 @@ class PlexClient:
         self._sort_keys: dict[tuple[str, str], set[str]] = {}
         self._switches: Mapping[str, bool] = {}
         self._unknown_enabled = True
+        self._vocabulary: dict[str, str] = {}
 
     def use_library_switches(self, switches: Mapping[str, bool], *, unknown_enabled: bool) -> None:
         """Draw pools, tag values and vocabulary only from libraries the media source enables.
@@ -155,6 +202,44 @@ class PlexClient:
         """
         self._switches = dict(switches)
         self._unknown_enabled = unknown_enabled
+
+    def use_vocabulary(self, vocabulary: Mapping[str, str]) -> None:
+        """Answer vocabulary reads from `vocabulary` (another client's `vocabulary()`).
+
+        One run reads the server's sections, filter fields, sorts and filter choices once, in
+        its plan step; each build step, a process of its own, is given what was read instead of
+        reading it again (about nine requests per step). Call before the first request.
+        """
+        self._vocabulary.update(vocabulary)
+
+    def vocabulary(self) -> dict[str, str]:
+        """Every vocabulary read so far, as `use_vocabulary` takes it (no token inside)."""
+        return dict(self._vocabulary)
+
+    def prepare(
+        self,
+        definitions: Sequence[tuple[str, dict[str, Any] | None, str | None]],
+        *,
+        sort: str,
+    ) -> None:
+        """Read all the vocabulary resolving these definitions needs, without searching.
+
+        Raises:
+            PlexUnavailableError: Plex cannot be reached or fails.
+            PlexAuthError: The token is refused.
+        """
+        self.vocabulary_gaps(definitions, sort=sort)
+        for _, plex_filter, library_key in definitions:
+            envelope = (
+                FilterEnvelope()
+                if plex_filter is None
+                else FilterEnvelope.model_validate(plex_filter)
+            )
+            if envelope.filter is None:
+                continue
+            for section in self._target_sections(envelope.effective_media_types, library_key):
+                with self._errors(f"reading the vocabulary of library {section.title!r}"):
+                    self._translate(envelope.filter, section)
 
     def libraries(self) -> list[Library]:
         """Every library section of the server, in server order.
@@ -392,11 +477,12 @@ class PlexClient:
     def _server(self) -> PlexServer:
         if self._plex is None:
             with self._errors("connecting"):
-                self._plex = PlexServer(
+                self._plex = _VocabularyServer(
                     self.base_url,
                     self._token,
                     session=tracing.http_session(),
                     timeout=self._timeout,
+                    known=self._vocabulary,
                 )
         return self._plex
 

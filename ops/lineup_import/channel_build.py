@@ -7,6 +7,7 @@ stays a thin adapter and the logic can be read and tested on its own.
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from airwave_dagster import failpoints, tracing
 from airwave_dagster.domain.filters import plex_sort
@@ -38,6 +39,18 @@ class BuildStep:
     warn: Callable[[str], None]
 
 
+def filter_definitions(
+    planned: PlannedChannel,
+) -> list[tuple[str, dict[str, Any] | None, str | None]]:
+    """The channel's definitions as the Plex client takes them: (mode, filter, library key)."""
+    return [(d.mode, d.plex_filter, d.plex_library_key) for d in planned.definitions]
+
+
+def channel_sort(planned: PlannedChannel) -> str:
+    """The channel's Plex sort."""
+    return plex_sort(planned.ordering, planned.sort_field, planned.sort_dir)
+
+
 def list_pool(plex: PlexResource, planned: PlannedChannel) -> list[MediaItem]:
     """The channel's pool as Plex's searches list it (INCLUDE adds, EXCLUDE removes), in order.
 
@@ -46,10 +59,7 @@ def list_pool(plex: PlexResource, planned: PlannedChannel) -> list[MediaItem]:
     """
     if not planned.definitions:
         return []
-    return plex.get_client().list_pool(
-        [(d.mode, d.plex_filter, d.plex_library_key) for d in planned.definitions],
-        sort=plex_sort(planned.ordering, planned.sort_field, planned.sort_dir),
-    )
+    return plex.get_client().list_pool(filter_definitions(planned), sort=channel_sort(planned))
 
 
 def vocabulary_gaps(plex: PlexResource, planned: PlannedChannel) -> list[str]:
@@ -57,8 +67,7 @@ def vocabulary_gaps(plex: PlexResource, planned: PlannedChannel) -> list[str]:
     if not planned.definitions:
         return []
     return plex.get_client().vocabulary_gaps(
-        [(d.mode, d.plex_filter, d.plex_library_key) for d in planned.definitions],
-        sort=plex_sort(planned.ordering, planned.sort_field, planned.sort_dir),
+        filter_definitions(planned), sort=channel_sort(planned)
     )
 
 

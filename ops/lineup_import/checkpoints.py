@@ -62,6 +62,20 @@ class PlannedImport(BaseModel):
     lineup_sha256: str
     source_id: str | None
     dry_run: bool
+    plex_vocabulary: dict[str, str] = Field(
+        default_factory=dict,
+        description="What the plan step read of Plex's vocabulary (`PlexClient.vocabulary()`).",
+    )
+
+
+class PlexVocabulary(BaseModel):
+    """The run's Plex vocabulary, read once by the plan step and given to every build step.
+
+    Sections, filter fields, sorts and filter choices, as `PlexClient.vocabulary()` holds them:
+    a build step answers those reads from here and asks Plex only for its searches and items.
+    """
+
+    responses: dict[str, str]
 
 
 class ChannelTask(BaseModel):

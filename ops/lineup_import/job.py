@@ -50,6 +50,6 @@ def import_executor(start_method: str = "forkserver") -> dg.ExecutorDefinition:
 def import_lineup():
     """Plan → create packages → build every channel (4 at once) → report."""
     planned = plan_import_lineup()
-    packages, channels = create_packages(planned)
-    results = channels.map(build_channel)
+    packages, vocabulary, channels = create_packages(planned)
+    results = channels.map(lambda task: build_channel(task, vocabulary))
     summarize_import(planned, packages, results.collect())

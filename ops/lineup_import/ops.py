@@ -12,7 +12,13 @@ import dagster as dg
 from airwave_dagster.domain.errors import AirwaveError
 from airwave_dagster.domain.import_plan import plan_import
 from airwave_dagster.domain.lineup_file import check_lineup_size, parse_lineup
-from ops.lineup_import.channel_build import BuildError, BuildStep, apply_channel
+from ops.lineup_import.channel_build import (
+    BuildError,
+    BuildStep,
+    apply_channel,
+    channel_sort,
+    filter_definitions,
+)
 from ops.lineup_import.checkpoints import (
     ChannelResult,
     ChannelTask,
@@ -21,6 +27,7 @@ from ops.lineup_import.checkpoints import (
     InlineLineupConfig,
     PackagesResult,
     PlannedImport,
+    PlexVocabulary,
     channel_status,
     failure_message,
     outcome_table,
@@ -30,7 +37,7 @@ from resources.database import DatabaseResource
 from resources.lineup_files import LineupFilesResource
 from resources.plex import PlexError, PlexResource
 
-OP_VERSION = "import-v3"
+OP_VERSION = "import-v4"
 """Code version of every op of this job; bump it when an op's behaviour or output type changes."""
 
 
@@ -97,6 +104,12 @@ def plan_import_lineup(
         libraries = store.source_libraries(source_id)
     state = store.instance_state(libraries)
     plan = plan_import(lineup, state, selected_numbers=config.selected_numbers)
+    try:
+        # Read the vocabulary every build needs once, here: the builds are given it.
+        for channel in plan.creates():
+            client.prepare(filter_definitions(channel), sort=channel_sort(channel))
+    except PlexError as error:
+        raise dg.Failure(description=str(error)) from error
     store.record_trace(
         **trace_identity(context),
         step_name="planImport",
@@ -153,6 +166,7 @@ def plan_import_lineup(
         lineup_sha256=digest,
         source_id=source_id,
         dry_run=config.dry_run,
+        plex_vocabulary=client.vocabulary(),
     )
 
 
@@ -160,6 +174,7 @@ def plan_import_lineup(
     OP_VERSION,
     out={
         "packages": dg.Out(PackagesResult),
+        "vocabulary": dg.Out(PlexVocabulary),
         "channels": dg.DynamicOut(ChannelTask),
     },
 )
@@ -204,6 +219,7 @@ def create_packages(
         },
     )
     yield dg.Output(result, output_name="packages")
+    yield dg.Output(PlexVocabulary(responses=planned.plex_vocabulary), output_name="vocabulary")
     for channel in plan.creates():
         yield dg.DynamicOutput(
             ChannelTask(
@@ -224,6 +240,7 @@ def create_packages(
 def build_channel(
     context: dg.OpExecutionContext,
     task: ChannelTask,
+    vocabulary: PlexVocabulary,
     database: DatabaseResource,
     plex: PlexResource,
 ) -> ChannelResult:
@@ -232,9 +249,11 @@ def build_channel(
     The pool is resolved before anything is written, so a Plex failure leaves nothing behind
     and the step is retried. A retry that finds the channel number taken adopts the row only if
     it is the same channel (equal content signature); otherwise the channel is reported failed.
-    A dry-run resolves the pool and writes nothing but its trace row.
+    A dry-run resolves the pool and writes nothing but its trace row. Plex's vocabulary comes
+    from the plan step (`vocabulary`), so Plex is asked only for the pool and the items played.
     """
     started = datetime.now(UTC)
+    plex.get_client().use_vocabulary(vocabulary.responses)
     planned = task.channel
     stores = database.stores()
     store = stores.channels

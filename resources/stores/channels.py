@@ -285,13 +285,21 @@ class AirwaveStore:
         short-episode bound at least 0 minutes.
         """
         b = t.bumper_config.c
+        stored = sa.select(t.bumper_config).where(b.key == "global")
+        created = (
+            pg_insert(t.bumper_config)
+            # Column defaults computed in Python are not applied inside a WITH: given here.
+            .values(key="global", id=new_id(), updated_at=t.utc_now())
+            .on_conflict_do_nothing(index_elements=[b.key])
+            .returning(*t.bumper_config.c)
+            .cte("created")
+        )
         with self.transaction() as conn:
-            conn.execute(
-                pg_insert(t.bumper_config)
-                .values(key="global")
-                .on_conflict_do_nothing(index_elements=[b.key])
-            )
-            row = conn.execute(sa.select(t.bumper_config).where(b.key == "global")).one()
+            # One statement when the row exists or this creates it; a row another process
+            # created after the statement began is read by a second one.
+            row = conn.execute(sa.select(created).union_all(stored)).first()
+            if row is None:
+                row = conn.execute(stored).one()
         return BumperSettings(
             enabled=row.enabled,
             rev=row.rev,
@@ -519,27 +527,18 @@ class AirwaveStore:
         """
         if not items:
             return {}
-        m = t.media_item.c
         shows = {item.show_rating_key for item in items if item.show_rating_key}
         parents: dict[str, str] = {}
         if shows:
-            if not self.deployment.attached:
-                conn.execute(
-                    pg_insert(t.media_item).on_conflict_do_nothing(
-                        index_elements=[m.media_source_id, m.rating_key]
-                    ),
+            parents = (
+                _select_ids(conn, source_id, sorted(shows), kind="show")
+                if self.deployment.attached
+                else _insert_ids(
+                    conn,
+                    source_id,
                     [media_item_row(source_id, show) for show in show_items(items)],
+                    kind="show",
                 )
-            parents = dict(
-                conn.execute(
-                    sa.select(m.rating_key, m.id).where(
-                        m.media_source_id == source_id,
-                        m.type == "show",
-                        m.rating_key.in_(sorted(shows)),
-                    )
-                )
-                .tuples()
-                .all()
             )
         rows = [
             {
@@ -548,19 +547,7 @@ class AirwaveStore:
             }
             for item in items
         ]
-        conn.execute(
-            pg_insert(t.media_item).on_conflict_do_nothing(
-                index_elements=[m.media_source_id, m.rating_key]
-            ),
-            rows,
-        )
-        found = conn.execute(
-            sa.select(m.rating_key, m.id).where(
-                m.media_source_id == source_id,
-                m.rating_key.in_([item.rating_key for item in items]),
-            )
-        )
-        return {row.rating_key: row.id for row in found}
+        return _insert_ids(conn, source_id, rows)
 
     def schedule_count(self, channel_id: str) -> int:
         """How many schedule rows the channel has."""
@@ -724,3 +711,51 @@ def schedule_rows(
         }
         for entry in build.entries
     ]
+
+
+def _select_ids(
+    conn: Connection, source_id: str, keys: Sequence[str], *, kind: str | None = None
+) -> dict[str, str]:
+    """Ids of the source's `media_item` rows with these rating keys (of one type if given)."""
+    m = t.media_item.c
+    query = sa.select(m.rating_key, m.id).where(
+        m.media_source_id == source_id, m.rating_key.in_(keys)
+    )
+    if kind is not None:
+        query = query.where(m.type == kind)
+    return dict(conn.execute(query).tuples().all())
+
+
+def _insert_ids(
+    conn: Connection, source_id: str, rows: Sequence[dict[str, Any]], *, kind: str | None = None
+) -> dict[str, str]:
+    """Create the rows that are missing (create-only) and return every row's id by rating key.
+
+    One statement: the insert's returned ids, plus the ids of rows that already existed. A row
+    a concurrent build inserted after this statement began is neither, so its id is read by a
+    second statement, only then.
+    """
+    m = t.media_item.c
+    keys = [row["rating_key"] for row in rows]
+    inserted = (
+        pg_insert(t.media_item)
+        # Column defaults computed in Python are not applied inside a WITH: given here.
+        .values([{"id": new_id(), "updated_at": t.utc_now(), **row} for row in rows])
+        .on_conflict_do_nothing(index_elements=[m.media_source_id, m.rating_key])
+        .returning(m.rating_key, m.id)
+        .cte("inserted")
+    )
+    existing = sa.select(m.rating_key, m.id).where(
+        m.media_source_id == source_id, m.rating_key.in_(keys)
+    )
+    if kind is not None:
+        existing = existing.where(m.type == kind)
+    found = dict(
+        conn.execute(sa.select(inserted.c.rating_key, inserted.c.id).union_all(existing))
+        .tuples()
+        .all()
+    )
+    missing = [key for key in keys if key not in found]
+    if missing:
+        found.update(_select_ids(conn, source_id, missing, kind=kind))
+    return found

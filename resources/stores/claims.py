@@ -160,21 +160,43 @@ class ChannelClaims:
         """One round: insert, adopt, take over, or None to wait for a live claim."""
         c, k, o = t.channel.c, t.channel_claim.c, t.channel_origin.c
         with self.engine.begin() as conn:
-            inserted = conn.execute(
+            # The row, its claim and its origin in one statement (one round trip): the claim
+            # and origin inserts read the id the row insert returns, and insert nothing when
+            # the number was taken.
+            row = (
                 pg_insert(t.channel)
-                .values(**values, id=new_id(), number=number, enabled=False)
+                # Column defaults computed in Python are not applied inside a WITH: given here.
+                .values(
+                    {
+                        "updated_at": t.utc_now(),
+                        **values,
+                        "id": new_id(),
+                        "number": number,
+                        "enabled": False,
+                    }
+                )
                 .on_conflict_do_nothing(index_elements=[c.number])
                 .returning(c.id)
+                .cte("claimed_row")
+            )
+            claim = t.channel_claim.insert().from_select(
+                [k.channel_id, k.run_id, k.step_key, k.attempt, k.heartbeat_at],
+                sa.select(
+                    row.c.id,
+                    sa.literal(claimant.run_id),
+                    sa.literal(claimant.step_key),
+                    sa.literal(claimant.attempt),
+                    sa.func.now(),
+                ),
+            )
+            origin = t.channel_origin.insert().from_select(
+                [o.channel_id, o.signature, o.run_id],
+                sa.select(row.c.id, sa.literal(signature), sa.literal(claimant.run_id)),
+            )
+            inserted = conn.execute(
+                sa.select(row.c.id).add_cte(claim.cte("claim")).add_cte(origin.cte("origin"))
             ).scalar_one_or_none()
             if inserted is not None:
-                conn.execute(
-                    t.channel_claim.insert().values(channel_id=inserted, **_claim_values(claimant))
-                )
-                conn.execute(
-                    t.channel_origin.insert().values(
-                        channel_id=inserted, signature=signature, run_id=claimant.run_id
-                    )
-                )
                 return ClaimOutcome(kind="claimed", channel_id=inserted)
             current = conn.execute(
                 sa.select(
@@ -295,19 +317,26 @@ class ChannelClaims:
         enabled: bool = True,
         values: Mapping[str, Any] | None = None,
     ) -> None:
-        """Turn the claim into a finished channel inside the caller's transaction."""
-        result = conn.execute(
-            t.channel_claim.delete().where(
-                t.channel_claim.c.channel_id == channel_id, _owned_by(claimant)
-            )
+        """Turn the claim into a finished channel inside the caller's transaction.
+
+        One statement: the claim is deleted and the row enabled only if the claim was still
+        this claimant's.
+        """
+        released = (
+            t.channel_claim.delete()
+            .where(t.channel_claim.c.channel_id == channel_id, _owned_by(claimant))
+            .returning(t.channel_claim.c.channel_id)
+            .cte("released")
         )
-        if result.rowcount == 1:
-            conn.execute(
-                t.channel.update()
-                .where(t.channel.c.id == channel_id)
-                .values(**(values or {}), enabled=enabled)
-            )
-        else:
+        finished = conn.execute(
+            t.channel.update()
+            .where(t.channel.c.id.in_(sa.select(released.c.channel_id)))
+            # With a WITH, the Python-side `onupdate` is not applied either: given here.
+            .values({"updated_at": t.utc_now(), **(values or {}), "enabled": enabled})
+            .returning(t.channel.c.id)
+            .add_cte(released)
+        ).all()
+        if not finished:
             raise ClaimLost(
                 f"the claim on channel {channel_id} held by {claimant.describe()} was taken over "
                 "after its heartbeat went stale; the attempt that took it over finishes the build"

@@ -582,3 +582,24 @@ def test_a_sort_the_server_lacks_falls_back_to_title_order(emulator, client) -> 
     by_rating = client.resolve(plex_filter, sort="contentRating:asc")
 
     assert by_rating == client.resolve(plex_filter, sort="titleSort:asc")
+
+
+def test_a_client_given_another_s_vocabulary_asks_plex_only_for_pools_and_items(emulator) -> None:
+    definitions = [
+        ("INCLUDE", envelope(c("genre", "is", "Comedy")), None),
+        ("INCLUDE", envelope(c("resolution", "isNot", "1080")), None),
+    ]
+    planner = PlexClient(emulator.url, emulator.token)
+    planner.prepare(definitions, sort="year:desc")
+    vocabulary = planner.vocabulary()
+    assert not any(emulator.token in text for text in vocabulary.values())
+    builder = PlexClient(emulator.url, emulator.token)
+    builder.use_vocabulary(vocabulary)
+    emulator.reset_stats()
+
+    pool = builder.resolve_pool(definitions, sort="year:desc")
+    requests = emulator.stats()["by_kind"]
+
+    assert set(requests) == {"search", "metadata"}, requests
+    assert requests["search"] == 4  # two definitions, two libraries each
+    assert pool == planner.resolve_pool(definitions, sort="year:desc")
