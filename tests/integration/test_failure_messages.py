@@ -25,10 +25,10 @@ CLOSED = "http://127.0.0.1:9"
 class _ServerGoneClient(PlexClient):
     """The real client whose pool searches go to a server that has gone away since planning."""
 
-    def resolve_pool(
+    def list_pool(
         self, definitions: Sequence[tuple[str, dict[str, Any] | None, str | None]], **kwargs: Any
     ) -> Any:
-        return PlexClient(CLOSED, self._token, timeout=2).resolve_pool(definitions, **kwargs)
+        return PlexClient(CLOSED, self._token, timeout=2).list_pool(definitions, **kwargs)
 
 
 class _PlexGoneAtBuild(PlexResource):

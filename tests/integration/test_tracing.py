@@ -163,7 +163,11 @@ def test_a_killed_and_resumed_lineup_is_one_trace(
     assert by_run[second] == ran_again, (by_run[second], ran_again)
     assert not by_run[second] & done_before
     builds = [s for s in steps if s.attributes["airwave.step.key"].startswith(BUILD)]
-    assert {s.attributes["airwave.claim.outcome"] for s in builds} <= {"claimed", "took_over"}
+    outcomes = {s.attributes["airwave.claim.outcome"] for s in builds}
+    assert outcomes <= {"claimed", "took_over", "adopted"}, tree
+    # A build the killed run committed but never reported is adopted: it pays the model nothing.
+    adopted = {s.span_id for s in builds if s.attributes["airwave.claim.outcome"] == "adopted"}
+    assert not [s for s in otlp.named("anthropic.") if s.parent_id in adopted], tree
     assert all(isinstance(s.attributes["airwave.channel.number"], int) for s in builds)
     assert all(s.attributes["airwave.step.attempt"] >= 1 for s in builds)
 
