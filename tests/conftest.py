@@ -127,21 +127,12 @@ def plex_client(plex_emulator):
 @pytest.fixture
 def dagster_instance(database_url: str) -> Iterator[object]:
     """A Dagster instance whose run storage and event log live in the test database."""
-    import dagster as dg
+    from tests.support.instances import instance_on
 
-    overrides = {
-        "storage": {
-            "postgres": {
-                "postgres_url": environment.with_search_path(
-                    database_url, environment.DAGSTER_SCHEMA
-                )
-            }
-        },
-        "compute_logs": {
-            "module": "dagster._core.storage.noop_compute_log_manager",
-            "class": "NoOpComputeLogManager",
-        },
-        "telemetry": {"enabled": False},
+    url = environment.with_search_path(database_url, environment.DAGSTER_SCHEMA)
+    no_compute_logs = {
+        "module": "dagster._core.storage.noop_compute_log_manager",
+        "class": "NoOpComputeLogManager",
     }
-    with dg.instance_for_test(overrides=overrides) as instance:
+    with instance_on(url, compute_logs=no_compute_logs) as instance:
         yield instance

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,3 +33,12 @@ def cli_env(store, plex_emulator, cli_dagster_url: str, tmp_path: Path) -> dict[
     env = user_env(tmp_path, **{settings.DAGSTER_PG_URL_ENV: cli_dagster_url})
     env.pop(settings.API_KEY_ENV, None)
     return env
+
+
+@pytest.fixture
+def restored_environ() -> Iterator[None]:
+    """os.environ as it was before the test: in-process commands export what they resolved."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)

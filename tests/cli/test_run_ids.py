@@ -22,18 +22,9 @@ from airwave_dagster.cli.lineup_files import run_import
 from airwave_dagster.cli.starts import RunInfo
 from airwave_dagster.cli.webserver import Webserver, WebserverTarget
 from airwave_dagster.data import DEMO_LINEUP
+from tests.support.instances import instance_on
 
 pytestmark = [pytest.mark.postgres]
-
-
-@pytest.fixture
-def restored_environ() -> Iterator[None]:
-    # The bootstrap exports what it resolved into os.environ; in-process commands must not leak
-    # it into the tests that follow.
-    saved = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
 
 
 @pytest.fixture
@@ -41,11 +32,7 @@ def add_run(cli_dagster_url: str) -> Iterator[object]:
     """Add a finished run with a chosen id to the storage the CLI tests' commands read."""
     import dagster as dg
 
-    overrides = {
-        "storage": {"postgres": {"postgres_url": cli_dagster_url}},
-        "telemetry": {"enabled": False},
-    }
-    with dg.instance_for_test(overrides=overrides) as instance:
+    with instance_on(cli_dagster_url) as instance:
 
         def add(run_id: str, status: str = "FAILURE") -> str:
             instance.add_run(

@@ -16,29 +16,16 @@ import pytest
 from click.testing import CliRunner
 
 from airwave_dagster.cli import main
+from tests.support.instances import instance_on
 
 pytestmark = [pytest.mark.postgres]
 
 
 @pytest.fixture
-def restored_environ() -> Iterator[None]:
-    # The bootstrap exports what it resolved into os.environ; in-process commands must not leak
-    # it into the tests that follow.
-    saved = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
-
-
-@pytest.fixture
 def checked_run(cli_dagster_url: str) -> Iterator[str]:
     """A finished `ai_lineup` run whose report step logged a passed and a failed check."""
-    overrides = {
-        "storage": {"postgres": {"postgres_url": cli_dagster_url}},
-        "telemetry": {"enabled": False},
-    }
     run_id = str(uuid.uuid4())
-    with dg.instance_for_test(overrides=overrides) as instance:
+    with instance_on(cli_dagster_url) as instance:
         instance.add_run(
             dg.DagsterRun(job_name="ai_lineup", run_id=run_id, status=dg.DagsterRunStatus.SUCCESS)
         )

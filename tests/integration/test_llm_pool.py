@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +29,7 @@ from tests.fakes.scripted_model import ScriptedModel, small_plan
 from tests.support import job_process
 from tests.support.ai import lineup_config, write_snapshot
 from tests.support.dagster_dev import wait_for
-from tests.support.standalone import descendants
+from tests.support.standalone import kill_tree
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 
@@ -121,16 +120,7 @@ def _ai_channels(url: str) -> int:
 
 def _kill(process: Any) -> None:
     """SIGKILL a run worker and everything below it (forkserver, step processes)."""
-    victims = descendants(process.pid)
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    for pid in victims:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    kill_tree(process.pid)
     process.wait(timeout=30)
 
 

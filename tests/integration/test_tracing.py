@@ -7,8 +7,6 @@ fan-out, and resumed with `airwave runs resume`; the test then reads the tree it
 """
 
 import json
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,7 +23,7 @@ from tests.support import lineups
 from tests.support.celery_workers import REDIS_URL, require_broker, start_workers, unique_queue
 from tests.support.dagster_dev import AIRWAVE, wait_for
 from tests.support.otlp import Receiver, otlp  # noqa: F401
-from tests.support.standalone import airwave, build_keys, descendants
+from tests.support.standalone import airwave, build_keys, kill_tree
 
 pytestmark = [
     pytest.mark.postgres,
@@ -94,13 +92,7 @@ def test_a_killed_and_resumed_lineup_is_one_trace(
             return len(done) >= 1 and bool(started - done)
 
         wait_for(in_flight, 240, "a build done and more in flight", poll=0.05)
-        victims = descendants(cli.pid)
-        os.killpg(cli.pid, signal.SIGKILL)
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_tree(cli.pid)
     finally:
         cli.wait(timeout=30)
     time.sleep(1.0)

@@ -31,6 +31,8 @@ from ops.library_assets import (
     plex_library_fresh,
     snapshot_freshness,
 )
+from tests.support.instances import instance_on
+from tests.support.schemas import fresh_schema
 
 HOUR_MS = 3_600_000
 
@@ -63,8 +65,9 @@ def _quality(*, slipped: int) -> LineupQuality:
 
 
 @pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as instance:
+def instance(database_url: str) -> Iterator[dg.DagsterInstance]:
+    """Dagster's storage on the test Postgres, in a schema emptied for each test."""
+    with instance_on(fresh_schema(database_url, "dagster_checks")) as instance:
         yield instance
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,6 +16,15 @@ from ops.ai_lineup.job import ai_lineup
 from ops.celery_executor import CeleryStepExecutor
 from ops.lineup_import.job import IMPORT_CONCURRENCY, import_lineup
 from ops.steps import LLM_POOL, HeartbeatExecutor
+from tests.support.instances import instance_on
+from tests.support.schemas import fresh_schema
+
+
+@pytest.fixture
+def pool_instance(database_url: str) -> Iterator[dg.DagsterInstance]:
+    """Dagster's storage on the test Postgres (its concurrency pools), emptied for each test."""
+    with instance_on(fresh_schema(database_url, "dagster_pools")) as instance:
+        yield instance
 
 
 def _create(
@@ -56,10 +66,11 @@ def test_multiprocess_by_default_bounded_per_run(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.parametrize("job", [import_lineup, ai_lineup])
 def test_the_run_config_may_set_its_own_bound(
-    monkeypatch: pytest.MonkeyPatch, job: dg.JobDefinition
+    monkeypatch: pytest.MonkeyPatch, job: dg.JobDefinition, pool_instance: dg.DagsterInstance
 ) -> None:
-    with dg.instance_for_test() as instance:  # ai_lineup sets its pool's limit in it
-        executor = _create(monkeypatch, job, SimpleNamespace(instance=instance), max_concurrent=1)
+    # ai_lineup sets its pool's limit in the instance.
+    context = SimpleNamespace(instance=pool_instance)
+    executor = _create(monkeypatch, job, context, max_concurrent=1)
 
     assert isinstance(executor, MultiprocessExecutor)
     assert executor._max_concurrent == 1
@@ -106,19 +117,18 @@ def test_only_the_model_calling_ops_are_in_the_llm_pool() -> None:
 
 @pytest.mark.parametrize("executor", ["multiprocess", "celery"])
 def test_an_ai_lineup_run_start_sets_the_pool_limit_from_the_settings(
-    monkeypatch: pytest.MonkeyPatch, executor: str
+    monkeypatch: pytest.MonkeyPatch, executor: str, pool_instance: dg.DagsterInstance
 ) -> None:
-    with dg.instance_for_test() as instance:
-        context = SimpleNamespace(instance=instance)
-        env = {
-            settings.EXECUTOR_ENV: executor,
-            settings.CELERY_BROKER_ENV: "redis://127.0.0.1:6379/13",
-        }
-        _create(monkeypatch, ai_lineup, context, **env)
-        assert instance.event_log_storage.get_concurrency_info(LLM_POOL).slot_count == 6
+    context = SimpleNamespace(instance=pool_instance)
+    env = {
+        settings.EXECUTOR_ENV: executor,
+        settings.CELERY_BROKER_ENV: "redis://127.0.0.1:6379/13",
+    }
+    _create(monkeypatch, ai_lineup, context, **env)
+    assert pool_instance.event_log_storage.get_concurrency_info(LLM_POOL).slot_count == 6
 
-        _create(monkeypatch, ai_lineup, context, **env, **{settings.LLM_CONCURRENCY_ENV: "2"})
-        assert instance.event_log_storage.get_concurrency_info(LLM_POOL).slot_count == 2
+    _create(monkeypatch, ai_lineup, context, **env, **{settings.LLM_CONCURRENCY_ENV: "2"})
+    assert pool_instance.event_log_storage.get_concurrency_info(LLM_POOL).slot_count == 2
 
 
 def test_a_pool_limit_below_one_is_refused_with_its_name(monkeypatch: pytest.MonkeyPatch) -> None:

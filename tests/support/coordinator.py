@@ -21,6 +21,7 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import EmptyWorkspaceTarget
 
 from airwave_dagster.cli import environment
+from tests.support.instances import instance_on
 
 
 @dg.op
@@ -43,22 +44,13 @@ ORIGIN = RemoteJobOrigin(
 @pytest.fixture
 def queue_instance(database_url: str) -> Iterator[dg.DagsterInstance]:
     """An instance on the test database with the project's run coordinator."""
-    overrides = {
-        "storage": {
-            "postgres": {
-                "postgres_url": environment.with_search_path(
-                    database_url, environment.DAGSTER_SCHEMA
-                )
-            }
-        },
-        "run_coordinator": {
-            "module": "airwave_dagster.durability.coordinator",
-            "class": "AirwaveRunCoordinator",
-        },
-        "telemetry": {"enabled": False},
+    url = environment.with_search_path(database_url, environment.DAGSTER_SCHEMA)
+    coordinator = {
+        "module": "airwave_dagster.durability.coordinator",
+        "class": "AirwaveRunCoordinator",
     }
-    with dg.instance_for_test(overrides=overrides) as test_instance:
-        yield test_instance
+    with instance_on(url, run_coordinator=coordinator) as instance:
+        yield instance
 
 
 def submit(

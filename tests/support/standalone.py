@@ -78,6 +78,20 @@ def descendants(root: int) -> set[int]:
     return found
 
 
+def kill_tree(root: int) -> None:
+    """SIGKILL `root`'s process group and every process below it, as a power cut would."""
+    victims = descendants(root)
+    try:
+        os.killpg(root, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def build_keys(
     instance: Any, run_id: str, kind: dg.DagsterEventType, prefix: str = "build_channel["
 ) -> set[str]:
@@ -153,13 +167,7 @@ def kill_import_mid_fan_out(alone: dict[str, Any]) -> tuple[str, Path, set[int],
             return len(done) >= 2 and bool(started - done)
 
         wait_for(in_flight, 180, "two builds done and more in flight", poll=0.05)
-        victims = descendants(cli.pid)
-        os.killpg(cli.pid, signal.SIGKILL)
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_tree(cli.pid)
     finally:
         cli.wait(timeout=30)
     done = build_keys(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS)

@@ -1,0 +1,24 @@
+"""Dagster instances of the tests, on the test Postgres (never Dagster's SQLite default)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import dagster as dg
+
+
+@contextmanager
+def instance_on(postgres_url: str, **settings: Any) -> Iterator[dg.DagsterInstance]:
+    """A test instance whose storage is at `postgres_url` (search path included), no telemetry.
+
+    `settings` are further dagster.yaml keys (a run coordinator, a compute log manager).
+    """
+    overrides = {
+        "storage": {"postgres": {"postgres_url": postgres_url}},
+        "telemetry": {"enabled": False},
+        **settings,
+    }
+    with dg.instance_for_test(overrides=overrides) as instance:
+        yield instance
