@@ -26,6 +26,7 @@ from ops.library_assets import (
 )
 from ops.lineup_import.job import import_lineup
 from ops.maintenance import MAINTENANCE_JOBS, follow_library, maintenance_schedules
+from ops.steps import traced_executor
 from resources.database import DatabaseResource
 from resources.io_manager import PostgresJsonIOManager
 from resources.lineup_files import LineupFilesResource
@@ -83,6 +84,7 @@ def build_definitions(resources: Mapping[str, object], *, attached: bool = False
             Airwave's own server maintains every channel (docs/attached.md).
     """
     definitions = dg.Definitions(
+        executor=traced_executor(),
         jobs=[
             import_lineup,
             *MAINTENANCE_JOBS,

@@ -283,38 +283,29 @@ def fan_out_executor(
     return _fan_out
 
 
-class HeartbeatExecutor(dg.Executor):
-    """An executor whose orchestration writes run-worker heartbeats (resources/heartbeats.py).
-
-    Its orchestration is also the run's span (`tracing.run_span`), when tracing is on.
+class TracedExecutor(dg.Executor):
+    """An executor whose orchestration is the run's span (`tracing.run_span`), when tracing is on.
 
     Only the run worker calls `execute`; step processes and celery workers build the executor
-    too but never orchestrate, so they never beat. Every other member is the wrapped executor's.
+    too but never orchestrate. Every other member is the wrapped executor's.
     """
 
-    def __init__(self, wrapped: dg.Executor, bound: int | None = None) -> None:
+    def __init__(self, wrapped: dg.Executor) -> None:
         self.wrapped = wrapped
-        self.bound = bound
 
     def execute(self, plan_context: Any, execution_plan: Any) -> Iterator[Any]:
-        if self.bound is not None:
-            # In the run's log, so a resume with a lower `max_concurrent` shows it took effect.
-            plan_context.log.info(f"fan-out executor: at most {self.bound} steps at once")
         run = plan_context.dagster_run
-        with (
-            tracing.run_span(
-                run_id=run.run_id,
-                job_name=run.job_name,
-                tags=run.tags,
-                root_run_id=run.root_run_id,
-                parent_run_id=run.parent_run_id,
-                root_tags=functools.partial(run_tags, plan_context.instance),
-                unexported=functools.partial(_unexported_run, plan_context.instance),
-                exported=functools.partial(
-                    plan_context.instance.add_run_tags, run.run_id, {TRACE_EXPORTED_TAG: run.run_id}
-                ),
+        with tracing.run_span(
+            run_id=run.run_id,
+            job_name=run.job_name,
+            tags=run.tags,
+            root_run_id=run.root_run_id,
+            parent_run_id=run.parent_run_id,
+            root_tags=functools.partial(run_tags, plan_context.instance),
+            unexported=functools.partial(_unexported_run, plan_context.instance),
+            exported=functools.partial(
+                plan_context.instance.add_run_tags, run.run_id, {TRACE_EXPORTED_TAG: run.run_id}
             ),
-            heartbeats.beating(plan_context.instance, plan_context.run_id),
         ):
             yield from self.wrapped.execute(plan_context, execution_plan)
 
@@ -332,3 +323,43 @@ class HeartbeatExecutor(dg.Executor):
     @property
     def step_dependency_config(self) -> Any:
         return self.wrapped.step_dependency_config
+
+
+class HeartbeatExecutor(TracedExecutor):
+    """A traced executor whose orchestration also writes run-worker heartbeats.
+
+    The heartbeats are resources/heartbeats.py's: only the run worker beats, never a step process
+    or a celery worker, since only it calls `execute`.
+    """
+
+    def __init__(self, wrapped: dg.Executor, bound: int | None = None) -> None:
+        super().__init__(wrapped)
+        self.bound = bound
+
+    def execute(self, plan_context: Any, execution_plan: Any) -> Iterator[Any]:
+        if self.bound is not None:
+            # In the run's log, so a resume with a lower `max_concurrent` shows it took effect.
+            plan_context.log.info(f"fan-out executor: at most {self.bound} steps at once")
+        with heartbeats.beating(plan_context.instance, plan_context.run_id):
+            yield from super().execute(plan_context, execution_plan)
+
+
+def traced_executor(
+    definition: dg.ExecutorDefinition = dg.multi_or_in_process_executor,
+) -> dg.ExecutorDefinition:
+    """`definition` (Dagster's default executor), its orchestration the run's span.
+
+    The default executor of the code location: jobs without the fan-out executor (the rollback,
+    the approval answer, schedule pruning, the library asset jobs) get one span per run too,
+    with the same config as Dagster's own.
+    """
+    create = definition.executor_creation_fn
+    assert create is not None  # Dagster's executors all have one
+
+    return dg.ExecutorDefinition(
+        name=definition.name,
+        config_schema=definition.config_schema.as_field(),
+        requirements=definition.get_requirements,
+        executor_creation_fn=lambda init_context: TracedExecutor(create(init_context)),
+        description=definition.description,
+    )
