@@ -81,7 +81,13 @@ def test_cli_sensor_and_queue_under_the_permissions_file(served: Dev, tmp_path: 
     inbox.mkdir(parents=True, exist_ok=True)
     (inbox / ".part").write_text(json.dumps(lineups.genre_lineup(1, first_number=710)))
     (inbox / ".part").rename(inbox / "dropped.json")
-    dropped = wait_for(lambda: _by_lineup(served, "dropped.json"), 180, "the sensor's run", 1.0)
+
+    def submitted() -> dg.DagsterRun | None:
+        # The daemon creates the run, then submits it: the queue stamps who it was on submit.
+        run = _by_lineup(served, "dropped.json")
+        return run if run is not None and run.status != dg.DagsterRunStatus.NOT_STARTED else None
+
+    dropped = wait_for(submitted, 180, "the sensor's run", 1.0)
     assert dropped.tags["dagster/sensor_name"] == "lineup_upload_sensor"
     assert dropped.tags[STARTED_BY_TAG] == SERVICE_PRINCIPAL
     finished = launcher.wait_for_run(served.instance, dropped.run_id)
