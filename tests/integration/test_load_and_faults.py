@@ -35,6 +35,7 @@ from tests.support.homes import dagster_home, user_env
 from tests.support.load import Sampler
 from tests.support.own_postgres import OwnPostgres
 from tests.support.schemas import fresh_schema
+from tests.support.slow_start import checkout_on_pythonpath, instance_with_slow_worker_start
 from tests.support.standalone import (
     CHANNELS,
     CHANNELS_WITH_CLAIMS,
@@ -455,14 +456,6 @@ def _restart_mid_run_and_check(
     )
 
 
-@contextmanager
-def _dev_server(env: dict[str, str], workdir: Path) -> Iterator[Dev]:
-    """An `airwave dev` of the test's own, on `env` (which names its own Dagster schema)."""
-    home = dagster_home(Path(env["DAGSTER_HOME"]))
-    with serving(env, home, workdir, load_seconds=240) as running:
-        yield running
-
-
 def _messages(instance: Any, run_id: str) -> list[str]:
     return [record.message or "" for record in instance.all_logs(run_id)]
 
@@ -492,11 +485,13 @@ def test_a_start_that_times_out_is_served_once_not_launched_twice(
         settings.PLEX_URL_ENV: slow_plex.url,
         settings.PLEX_TOKEN_ENV: slow_plex.token,
         "AIRWAVE_CLAIM_STALE_SECONDS": STALE_SECONDS,
-        # Every gRPC call of these processes, start_run included, gives up after 1 s: a run
-        # worker takes longer than that to report itself, so every start times out.
+        # Every gRPC call of these processes, start_run included, gives up after 1 s, and a
+        # run worker takes 5 s longer than usual to report itself: every start times out.
         "DAGSTER_GRPC_TIMEOUT_SECONDS": "1",
     }
-    with _dev_server(env, tmp_path) as dev:
+    home = dagster_home(Path(env["DAGSTER_HOME"]))
+    instance_with_slow_worker_start(home)
+    with serving(checkout_on_pythonpath(env), home, tmp_path, load_seconds=240) as dev:
         run_id = dev.launch_import(lineups.genre_lineup(3, first_number=700))
         wait_for(
             lambda: (r := dev.instance.get_run_by_id(run_id)) is not None and r.is_finished,
