@@ -201,17 +201,8 @@ def starting(
     span = tracer().start_span(
         name, context=_under(parent), kind=SpanKind.CLIENT, attributes=attributes, links=links
     )
-    try:
-        with trace.use_span(
-            span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-        ):
-            yield {TRACEPARENT_TAG: traceparent(span.get_span_context())}
-    except BaseException as error:
-        _failed(span, error)
-        raise
-    finally:
-        span.end()
-        flush()
+    with _ended(span):
+        yield {TRACEPARENT_TAG: traceparent(span.get_span_context())}
 
 
 def _under(parent: SpanContext | None) -> Context:
@@ -224,6 +215,29 @@ def _under(parent: SpanContext | None) -> Context:
 def _failed(span: trace.Span, error: BaseException) -> None:
     span.record_exception(error)
     span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}"))
+
+
+@contextmanager
+def _ended(span: trace.Span, *, current: bool = True) -> Iterator[None]:
+    """The block inside `span` (the current span when `current`); then `span` ends, exported.
+
+    A block that raises marks the span failed. The export happens here, not in a later batch:
+    the process may end right after (a step process, a celery worker, the CLI).
+    """
+    try:
+        if current:
+            with trace.use_span(
+                span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+            ):
+                yield
+        else:
+            yield
+    except BaseException as error:
+        _failed(span, error)
+        raise
+    finally:
+        span.end()
+        flush()
 
 
 RootTags = Callable[[str], Mapping[str, str] | None]
@@ -302,13 +316,11 @@ def run_span(
             f"run {job_name}", context=_under(parent), attributes=attributes, links=links
         )
     try:
-        yield
-    except BaseException as error:
-        _failed(span, error)
-        raise
+        # Not made current: the run worker's executor yields events between its steps, and a
+        # current span would leak into whatever consumes them.
+        with _ended(span, current=False):
+            yield
     finally:
-        span.end()
-        flush()
         exported()
 
 
@@ -366,17 +378,8 @@ def step_span(
         context=_under(run),
         attributes=attributes,
     )
-    try:
-        with trace.use_span(
-            span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-        ):
-            yield
-    except BaseException as error:
-        _failed(span, error)
-        raise
-    finally:
-        span.end()
-        flush()
+    with _ended(span):
+        yield
 
 
 # -- small hooks in the work ----------------------------------------------------------------------

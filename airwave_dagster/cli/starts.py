@@ -175,15 +175,7 @@ def resume(target: Target, run_id: str, config: Mapping[str, object] | None = No
             else "wait for it to finish, or cancel it first (`airwave runs cancel`)"
         )
         raise LaunchRefused(f"run {run_id} is {parent.status}: {hint}")
-    # The resume joins the root run's trace (its tag is copied to every re-execution).
-    with tracing.starting(
-        f"resume {parent.job_name}",
-        {"airwave.run.parent_id": run_id},
-        join=parent.tags.get(TRACEPARENT_TAG),
-    ):
-        return _created(
-            target, target.reexecute(run_id, from_failure=True, config=config, tags=stamp)
-        )
+    return _reexecuted(target, parent, config, stamp, from_failure=True)
 
 
 def reexecute_all(
@@ -200,13 +192,30 @@ def reexecute_all(
     stamp = authorize("resume", parent.job_name)
     if not parent.is_finished:
         raise LaunchRefused(f"run {run_id} is {parent.status}: wait for it or cancel it")
+    return _reexecuted(target, parent, config, stamp, from_failure=False)
+
+
+def _reexecuted(
+    target: Target,
+    parent: RunInfo,
+    config: Mapping[str, object] | None,
+    stamp: Mapping[str, str],
+    *,
+    from_failure: bool,
+) -> RunInfo:
+    """The re-execution of `parent` (from its failure, or all of it), created and submitted.
+
+    It joins the root run's trace: the root's traceparent tag is copied to every re-execution.
+    """
+    verb = "resume" if from_failure else "reexecute"
     with tracing.starting(
-        f"reexecute {parent.job_name}",
-        {"airwave.run.parent_id": run_id},
+        f"{verb} {parent.job_name}",
+        {"airwave.run.parent_id": parent.run_id},
         join=parent.tags.get(TRACEPARENT_TAG),
     ):
         return _created(
-            target, target.reexecute(run_id, from_failure=False, config=config, tags=stamp)
+            target,
+            target.reexecute(parent.run_id, from_failure=from_failure, config=config, tags=stamp),
         )
 
 
