@@ -12,6 +12,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from airwave_dagster import settings
 from airwave_dagster.definitions import defs
 from airwave_dagster.run_tags import import_key
 from resources.uploads import UploadInboxResource
@@ -66,7 +67,13 @@ def _noop_job() -> None:
     _noop()
 
 
-def test_new_file_becomes_one_run_then_moves_to_processed(dagster_instance, tmp_path: Path) -> None:
+def test_new_file_becomes_one_run_then_moves_to_processed(
+    dagster_instance, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Validating the run config resolves the job's env-sourced resource config: the daemon's
+    # environment has a Plex server named (nothing here contacts it).
+    monkeypatch.setenv(settings.PLEX_URL_ENV, "http://127.0.0.1:9")
+    monkeypatch.setenv(settings.PLEX_TOKEN_ENV, "unused-token")
     inbox = _inbox(tmp_path)
     content = json.dumps(lineups.genre_lineup(2))
     _write(inbox, "lineup.json", content)
@@ -172,8 +179,6 @@ def _names(folder: Path, suffix: str) -> list[str]:
 
 
 def test_the_sensor_is_registered_running() -> None:
-    from airwave_dagster.definitions import defs
-
     sensor = defs.get_sensor_def("lineup_upload_sensor")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert sensor.job_name == "import_lineup"
