@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,58 +18,25 @@ import pytest
 from airwave_dagster import settings
 from airwave_dagster.cli import environment, serve
 from tests.support import lineups
-from tests.support.dagster_dev import Dev, wait_for
+from tests.support.dagster_dev import wait_for
 from tests.support.schemas import fresh_schema
+from tests.support.served import AIRWAVE, Served, serving_airwave
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 
-AIRWAVE = str(Path(sys.executable).parent / "airwave")
 RUN_STATUS = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _run_import(served: Served, channels: int) -> str:
+    """An import launched through the served webserver, once it succeeded."""
+    run_id = served.dev.launch_import(lineups.genre_lineup(channels))
 
+    def finished() -> str | None:
+        status = served.dev.graphql(RUN_STATUS, {"id": run_id})["runOrError"].get("status")
+        return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
 
-class _Served:
-    """A running `airwave serve` with its stdout collected line by line."""
-
-    def __init__(self, process: subprocess.Popen[str], port: int, home: Path) -> None:
-        self.process = process
-        self.dev = Dev(port=port, home=home, env={}, workdir=home, instance=None)
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line)
-
-    def ready_lines(self) -> list[str]:
-        return [line for line in self.lines if line.startswith("ready:")]
-
-    def role_process(self, role: str) -> psutil.Process | None:
-        """The direct child running `role` (its argv names the Dagster entry point)."""
-        marker = {"code-server": "code-server", "webserver": serve.WEBSERVER_MODULE}.get(role, role)
-        for child in psutil.Process(self.process.pid).children():
-            try:
-                if any(marker in part for part in child.cmdline()):
-                    return child
-            except psutil.NoSuchProcess:
-                continue
-        return None
-
-    def run_import(self, channels: int) -> str:
-        run_id = self.dev.launch_import(lineups.genre_lineup(channels))
-
-        def finished() -> str | None:
-            status = self.dev.graphql(RUN_STATUS, {"id": run_id})["runOrError"].get("status")
-            return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
-
-        assert wait_for(finished, 240, f"run {run_id} to finish", poll=1) == "SUCCESS"
-        return run_id
+    assert wait_for(finished, 240, f"run {run_id} to finish", poll=1) == "SUCCESS"
+    return run_id
 
 
 @pytest.fixture
@@ -86,11 +51,10 @@ SERVE_SCHEMA = "dagster_serve"
 
 
 @pytest.fixture
-def served(clean_db: str, plex: Any, tmp_path: Path) -> Iterator[_Served]:
+def served(clean_db: str, plex: Any, tmp_path: Path) -> Iterator[Served]:
     # Its own Dagster storage: the suite's shared `airwave dev` runs a daemon too, and two
     # daemons on one instance dequeue each other's runs.
     fresh_schema(clean_db, SERVE_SCHEMA)
-    port = _free_port()
     env = {
         **os.environ,
         "AIRWAVE_HOME": str(tmp_path / "home"),
@@ -99,31 +63,14 @@ def served(clean_db: str, plex: Any, tmp_path: Path) -> Iterator[_Served]:
         settings.PLEX_URL_ENV: plex.url,
         settings.PLEX_TOKEN_ENV: plex.token,
     }
-    env.pop("DAGSTER_HOME", None)
-    process = subprocess.Popen(
-        [AIRWAVE, "serve", "--port", str(port), "--code-server-port", str(_free_port())],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=(tmp_path / "serve.stderr").open("w"),
-        text=True,
-        start_new_session=True,
-    )
-    running = _Served(process, port, tmp_path / "home")
-    try:
+    with serving_airwave(env, tmp_path) as running:
         yield running
-    finally:
-        if process.poll() is None:
-            # Children first: each runs in its own session, out of reach of killpg.
-            for child in psutil.Process(process.pid).children(recursive=True):
-                child.kill()
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 # Two real runs on a shared 2-core machine, plus three Dagster processes starting twice.
 @pytest.mark.timeout(900)
 def test_serve_restarts_a_dead_code_server_and_stops_everything_on_sigterm(
-    served: _Served, tmp_path: Path
+    served: Served, tmp_path: Path
 ) -> None:
     wait_for(served.ready_lines, 300, "the ready: line", poll=0.5)
     assert "Dagster UI on http://127.0.0.1:" in served.ready_lines()[0]
@@ -133,7 +80,7 @@ def test_serve_restarts_a_dead_code_server_and_stops_everything_on_sigterm(
     for role in serve.ROLES:
         assert (served.dev.home / "logs" / f"{role}.log").exists()
 
-    served.run_import(2)
+    _run_import(served, 2)
 
     old = roles["code-server"]
     assert old is not None
@@ -152,7 +99,7 @@ def test_serve_restarts_a_dead_code_server_and_stops_everything_on_sigterm(
     wait_for(lambda: "reloaded airwave in the webserver" in stderr.read_text(), 180, "the reload")
     base = f"http://127.0.0.1:{served.dev.port}"
     wait_for(lambda: serve.location_loaded(base), 180, "the location to load again", poll=1)
-    served.run_import(3)
+    _run_import(served, 3)
 
     everything = psutil.Process(served.process.pid).children(recursive=True)
     assert len(everything) >= 3

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from airwave_dagster.cli import serve
-from tests.container.harness import AIRWAVE, HERE, IMAGE, POSTGRES_IMAGE, ROOT, free_port, run
+from tests.container.harness import AIRWAVE, HERE, IMAGE, POSTGRES_IMAGE, ROOT, run
 from tests.support.dagster_dev import wait_for
+from tests.support.ports import free_port
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,13 +12,6 @@ IMAGE = "airwave-dagster:test"
 POSTGRES_IMAGE = "airwave-test-postgres:15"
 AIRWAVE = str(Path(sys.executable).parent / "airwave")
 RUN = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run(*argv: str, env: dict[str, str] | None = None, timeout: float = 1800) -> str:

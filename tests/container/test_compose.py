@@ -28,12 +28,12 @@ from tests.container.harness import (
     ROOT,
     RUN,
     compose_command,
-    free_port,
     run,
     save_logs,
 )
 from tests.support import lineups
 from tests.support.dagster_dev import Dev, wait_for
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 import sqlalchemy as sa
 
@@ -34,8 +31,9 @@ from resources.stores.approvals import ApprovalStore, Interrupt
 from tests.support import lineups
 from tests.support.browser import CHROMIUM_ARGS, COMMUNITY_DIALOG, _chromium
 from tests.support.dagster_dev import LAUNCH, wait_for
-from tests.support.proxy import PROXY_ADDRESS, Proxy, free_port, nginx
+from tests.support.proxy import PROXY_ADDRESS, Proxy, nginx
 from tests.support.schemas import empty_project_tables, fresh_schema
+from tests.support.served import serving_airwave
 
 pytestmark = [
     pytest.mark.postgres,
@@ -154,7 +152,6 @@ def stack(
     empty_project_tables(database_url)
     fresh_schema(database_url, SCHEMA)
     (root / "permissions.yaml").write_text(PERMISSIONS)
-    port = free_port()
     env = {
         **os.environ,
         "AIRWAVE_HOME": str(root / "home"),
@@ -166,37 +163,10 @@ def stack(
         settings.PERMISSIONS_ENV: str(root / "permissions.yaml"),
     }
     env.pop("DAGSTER_HOME", None)
-    process = subprocess.Popen(
-        [AIRWAVE, "serve", "--port", str(port), "--code-server-port", str(free_port())],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=(root / "serve.stderr").open("w"),
-        text=True,
-        start_new_session=True,
-    )
-    lines: list[str] = []
-
-    def read() -> None:
-        assert process.stdout is not None
-        lines.extend(process.stdout)
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        wait_for(
-            lambda: any(line.startswith("ready:") for line in lines) or process.poll() is not None,
-            400,
-            "airwave serve to be ready",
-            poll=0.5,
-        )
-        assert process.poll() is None, (root / "serve.stderr").read_text()[-3000:]
-        with nginx(port, USERS, root / "nginx") as proxy:
-            yield Stack(serve_port=port, proxy=proxy, database_url=database_url, env=env)
-    finally:
-        if process.poll() is None:
-            for child in psutil.Process(process.pid).children(recursive=True):
-                child.kill()
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    with serving_airwave(env, root) as served:
+        served.wait_ready(400)
+        with nginx(served.port, USERS, root / "nginx") as proxy:
+            yield Stack(serve_port=served.port, proxy=proxy, database_url=database_url, env=env)
 
 
 @pytest.fixture(scope="module")

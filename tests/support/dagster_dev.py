@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ import pytest
 
 from airwave_dagster import settings
 from tests.support.homes import user_env
+from tests.support.ports import free_port
 from tests.support.schemas import empty_project_tables
 
 AIRWAVE = str(Path(sys.executable).parent / "airwave")
@@ -156,12 +156,6 @@ class Dev:
         )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def slow_plex() -> Iterator[Any]:
     """A small library behind 30 ms per request, so builds take long enough to crash mid-way."""
@@ -182,7 +176,7 @@ def serving(
     """
     import dagster as dg
 
-    port = _free_port()
+    port = free_port()
     log = (workdir / "dev.log").open("wb")
     process = subprocess.Popen(
         [AIRWAVE, "dev", "--port", str(port)],

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
+
 NGINX = Path("/usr/sbin/nginx")
 INSTALL = "apt-get install -y nginx"
 PROXY_ADDRESS = "127.0.0.3"
@@ -77,12 +79,6 @@ def htpasswd_line(user: str, password: str) -> str:
     salt = secrets.token_bytes(8)
     digest = hashlib.sha1(password.encode() + salt).digest()
     return f"{user}:{{SSHA}}{base64.b64encode(digest + salt).decode()}\n"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)
