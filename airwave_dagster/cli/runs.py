@@ -372,9 +372,17 @@ _CONFIG_HELP = (
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help=_CONFIG_HELP,
 )
+@click.option(
+    "--cancel-running",
+    is_flag=True,
+    help="Cancel the run first if it is still queued or in progress (one held up by a lost "
+    "task, docs/scale-out.md), then resume it. Needs the cancel and the resume permission.",
+)
 @click.option("--wait", is_flag=True, help="Wait for the resumed run and print its outcome.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON (implies --wait).")
-def runs_resume(run_id: str, config_file: Path | None, wait: bool, as_json: bool) -> None:
+def runs_resume(
+    run_id: str, config_file: Path | None, cancel_running: bool, wait: bool, as_json: bool
+) -> None:
     """Re-execute exactly what a failed or canceled run left undone.
 
     Failed steps, started-but-unfinished steps and mapped steps that never started, plus
@@ -383,6 +391,8 @@ def runs_resume(run_id: str, config_file: Path | None, wait: bool, as_json: bool
     lower `execution.config.max_concurrent`, or the config of an op that has not completed).
     """
     edit = read_config_edit(config_file)
+    if cancel_running:
+        _cancel_to_resume(run_id, quiet=as_json)
     _start_from(
         run_id,
         lambda target, parent: starts.resume(target, parent, edit),
@@ -390,6 +400,34 @@ def runs_resume(run_id: str, config_file: Path | None, wait: bool, as_json: bool
         as_json=as_json,
         verb="resumed as",
     )
+
+
+def _cancel_to_resume(run_id: str, *, quiet: bool) -> None:
+    """Cancel `run_id` if it is still queued or in progress, so that it can be resumed.
+
+    Both permissions are checked before the cancel, so a principal that may cancel but not
+    resume changes nothing. A missing or finished run is left to the resume to report.
+    """
+    from airwave_dagster.cli import launcher
+
+    instance = _instance()
+    run_id = console.run_id(run_id)
+    run = instance.get_run_by_id(run_id)
+    if run is None or run.is_finished:
+        return
+    console.permitted(run_permission("resume", run.job_name))
+    console.permitted(run_permission("cancel", run.job_name))
+    try:
+        run, changed, released = launcher.cancel(
+            instance, run_id, "canceled to be resumed (airwave runs resume --cancel-running)"
+        )
+    except launcher.LaunchRefused as error:
+        refused(instance, run_id, error)
+    if changed and not quiet:
+        console.stdout.print(
+            f"run {run_id}: {run.status.value} ({released} leftover claim(s) deleted); resuming",
+            highlight=False,
+        )
 
 
 @runs_group.command("reexecute")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,10 @@ from airwave_dagster import run_tags, settings
 from airwave_dagster.cli import launcher
 from airwave_dagster.durability.versions import CODE_VERSION_TAG
 from ops.lineup_import.ops import OP_VERSION
+from resources.io_manager import stored_report
 from tests.support import lineups
 from tests.support.dagster_dev import AIRWAVE, REEXECUTE, Dev, wait_for
+from tests.support.standalone import build_keys, claim_ledger, claims_held
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 
@@ -210,6 +213,68 @@ def test_cancel_running_finished_and_canceled_runs(
     untouched = fresh.airwave("runs", "cancel", done)
     assert untouched.returncode == 0 and "already finished: SUCCESS" in untouched.stdout
     assert fresh.instance.get_run_by_id(done).status == dg.DagsterRunStatus.SUCCESS
+
+
+def test_resume_cancel_running_finishes_a_run_still_in_progress_in_one_command(
+    fresh: Dev, database_url: str, slow_plex: Any
+) -> None:
+    """A run still in progress (as one held up by a lost celery task) is resumed by one command:
+    `runs resume --cancel-running` cancels it and resumes it; every channel ends built once."""
+    lineup = lineups.genre_lineup(6, first_number=940)
+    run_id = fresh.launch_import(lineup)
+    wait_for(
+        lambda: any(
+            (e.dagster_event and (e.dagster_event.step_key or "").startswith("build_channel["))
+            for e in fresh.instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
+        ),
+        120,
+        "builds to start",
+        poll=0.05,
+    )
+    # Builds wait 2 s per Plex request until the cancel lands, so the run is still in progress
+    # when the command reaches it; the resume then builds at the usual latency.
+    latency = slow_plex.options.latency_ms
+    slow_plex.configure(latency_ms=2000)
+    canceled = threading.Event()
+
+    def restore_once_canceled() -> None:
+        try:
+            wait_for(
+                lambda: fresh.instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.CANCELED,
+                300,
+                "the cancel",
+                poll=0.2,
+            )
+            canceled.set()
+        finally:
+            slow_plex.configure(latency_ms=latency)
+
+    watcher = threading.Thread(target=restore_once_canceled, daemon=True)
+    watcher.start()
+    resumed = fresh.airwave("runs", "resume", run_id, "--cancel-running", "--json", timeout=600)
+    watcher.join(timeout=10)
+    assert canceled.is_set(), "the run was not canceled"
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    outcome = json.loads(resumed.stdout)
+    assert outcome["status"] == "SUCCESS", outcome
+    first = fresh.instance.get_run_by_id(run_id)
+    assert first.tags[run_tags.CANCEL_REASON_TAG].startswith("canceled to be resumed")
+    child = fresh.instance.get_run_by_id(outcome["run_id"])
+    assert child.parent_run_id == run_id
+    report = stored_report(fresh.instance, outcome["run_id"], database_url)
+    assert report is not None
+    created = sorted(c["number"] for c in report["channels"] if c["status"] == "created")
+    assert created == sorted(c["number"] for c in lineup["channels"])
+    # No build the canceled run finished ran again; nothing is left claimed.
+    finished = {
+        int(key.split("[ch_")[1].rstrip("]"))
+        for key in build_keys(fresh.instance, run_id, dg.DagsterEventType.STEP_SUCCESS)
+    }
+    work = claim_ledger(database_url, [run_id, child.run_id])
+    assert not {n for n, count in work.items() if count > 1} & finished, (work, finished)
+    assert claims_held(database_url, run_id) == claims_held(database_url, child.run_id) == 0
+    again = fresh.airwave("runs", "resume", outcome["run_id"], "--cancel-running")
+    assert again.returncode == 4 and "nothing to resume" in again.stderr, again.stderr
 
 
 def _modules_loaded(importtime_stderr: str) -> set[str]:
