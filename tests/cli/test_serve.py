@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from airwave_dagster import settings
-from airwave_dagster.cli import environment, serve
+from airwave_dagster.cli import environment, serve, webserver
 from tests.support import lineups
 from tests.support.dagster_dev import Dev, wait_for
 from tests.support.schemas import fresh_schema
@@ -38,8 +38,11 @@ def _free_port() -> int:
 class _Served:
     """A running `airwave serve` with its stdout collected line by line."""
 
-    def __init__(self, process: subprocess.Popen[str], port: int, home: Path) -> None:
+    def __init__(
+        self, process: subprocess.Popen[str], port: int, home: Path, env: dict[str, str]
+    ) -> None:
         self.process = process
+        self.env = env
         self.dev = Dev(port=port, home=home, env={}, workdir=home, instance=None)
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -108,7 +111,7 @@ def served(clean_db: str, plex: Any, tmp_path: Path) -> Iterator[_Served]:
         text=True,
         start_new_session=True,
     )
-    running = _Served(process, port, tmp_path / "home")
+    running = _Served(process, port, tmp_path / "home", env)
     try:
         yield running
     finally:
@@ -133,7 +136,22 @@ def test_serve_restarts_a_dead_code_server_and_stops_everything_on_sigterm(
     for role in serve.ROLES:
         assert (served.dev.home / "logs" / f"{role}.log").exists()
 
-    served.run_import(2)
+    # Ready, it announces itself: the CLI submits over its GraphQL API, starting no code server
+    # of its own, and the run its daemon dequeues succeeds.
+    lineup = tmp_path / "two.json"
+    lineup.write_text(json.dumps(lineups.genre_lineup(2)))
+    imported = subprocess.run(
+        [AIRWAVE, "import", str(lineup), "--wait"],
+        env=served.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert f"(those of the webserver on port {served.dev.port})" in imported.stderr
+    assert "SUCCESS" in imported.stdout
+    announcement = served.dev.home / "dagster_home" / webserver.ANNOUNCEMENT
+    assert json.loads(announcement.read_text())["pid"] == served.process.pid
 
     old = roles["code-server"]
     assert old is not None
@@ -161,6 +179,7 @@ def test_serve_restarts_a_dead_code_server_and_stops_everything_on_sigterm(
     _gone, alive = psutil.wait_procs(everything, timeout=30)
     assert not alive, [p.pid for p in alive]
     assert "stopped code-server, webserver, daemon" in (tmp_path / "serve.stderr").read_text()
+    assert not announcement.exists()  # a stopped server is not offered to the next command
 
 
 def test_serve_refuses_a_remote_bind_without_allow_remote() -> None:
