@@ -162,11 +162,12 @@ def test_serve_restarts_a_dead_code_server_and_stops_everything_on_sigterm(
         return now if now is not None and now.pid != old.pid else None
 
     wait_for(replaced, 60, "a new code server process")
-    assert "restarted code-server" in (tmp_path / "serve.stderr").read_text()
+    stderr = tmp_path / "serve.stderr"
+    # The supervisor says so once the new process started, an instant after it became visible.
+    wait_for(lambda: "restarted code-server" in stderr.read_text(), 30, "the restart line")
     # The supervisor has the webserver reload the location from the new server; no test help.
     # Until that reload answered, the webserver may still list the location it had: a launch in
     # between can meet the workspace mid-swap.
-    stderr = tmp_path / "serve.stderr"
     wait_for(lambda: "reloaded airwave in the webserver" in stderr.read_text(), 180, "the reload")
     base = f"http://127.0.0.1:{served.dev.port}"
     wait_for(lambda: serve.location_loaded(base), 180, "the location to load again", poll=1)
