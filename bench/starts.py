@@ -40,7 +40,7 @@ from airwave_dagster.cli.serve import daemon_healthy, location_loaded
 from bench.fanout import unpack_baseline
 
 SMALL_CHANNELS = 2
-REPEATS = 2
+REPEATS = 3
 MODES = ("none", "serve", "dev")
 """No server (the command starts a code server), `airwave serve` up, `airwave dev` up.
 
