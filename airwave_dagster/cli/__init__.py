@@ -101,9 +101,10 @@ def entry() -> None:
     A command that loaded Dagster holds some 200,000 objects; freeing them one by one at exit
     took 2-4 s of the loaded 2-core development machine (load 15-18; `airwave runs list` 5.2 s
     instead of 7.6-9.4 s) after the command had printed its last line, time a script waiting on
-    `airwave import --wait` pays for nothing (BENCHMARKS.md, "CLI starts": run success to exit). The exit handlers still run (logging, OpenTelemetry's span export,
-    multiprocessing's children) and the standard streams are flushed; only the freeing is
-    skipped. While a non-daemon thread still runs, the exit is the ordinary one, which waits for it.
+    `airwave import --wait` pays for nothing (BENCHMARKS.md, "CLI starts": run success to exit).
+    The exit handlers still run (logging, OpenTelemetry's span export, multiprocessing's
+    children) and the standard streams are flushed; only the freeing is skipped. While a
+    non-daemon thread still runs, the exit is the ordinary one, which waits for it.
     """
     try:
         main(standalone_mode=True)
