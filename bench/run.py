@@ -5,8 +5,9 @@ every request, through Dagster's multiprocess executor with Postgres storage, on
 production start method (forkserver) and once with spawn, side by side in one process so the
 ratio is fair on a shared, noisy machine. Then the same import on the multiprocess executor and
 on two celery workers (`bench/executors.py`), the import before and after issue 25's changes
-(`bench/fanout.py`), and with OpenTelemetry off and on (`bench/tracing.py`). `--only executors`,
-`--only fanout` or `--only tracing` runs that comparison alone and
+(`bench/fanout.py`), the CLI's time to SUCCESS with a server up and without, before and after
+(`bench/starts.py`), and with OpenTelemetry off and on (`bench/tracing.py`). `--only executors`,
+`--only fanout`, `--only starts` or `--only tracing` runs that comparison alone and
 replaces its section of BENCHMARKS.md, leaving the others as they were measured.
 """
 
@@ -34,6 +35,7 @@ from bench.executors import executors_section
 from bench.fanout import BASELINE_REF, fanout_section
 from bench.lineup_quality import lineup_quality_section
 from bench.maintenance import maintenance_section
+from bench.starts import SMALL_CHANNELS, starts_section
 from bench.tracing import tracing_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,9 +180,12 @@ def main(argv: list[str] | None = None) -> None:
         baseline = args[-1]
         del args[-2:]
     only = args[1] if len(args) == 2 and args[0] == "--only" else None
-    if (args and only not in ("executors", "fanout", "tracing")) or len(args) not in (0, 2):
+    if (args and only not in ("executors", "fanout", "starts", "tracing")) or len(args) not in (
+        0,
+        2,
+    ):
         raise SystemExit(
-            "usage: python -m bench.run [--only executors|fanout|tracing] [--baseline REF]"
+            "usage: python -m bench.run [--only executors|fanout|starts|tracing] [--baseline REF]"
         )
     from airwave_dagster.definitions import import_lineup_job
 
@@ -219,6 +224,15 @@ def main(argv: list[str] | None = None) -> None:
             lineup_path.write_text(json.dumps(_lineup(CHANNELS)))
             small_path = Path(tmp) / "bench-lineup-10.json"
             small_path.write_text(json.dumps(_lineup(10)))
+            starts_path = Path(tmp) / f"bench-lineup-{SMALL_CHANNELS}.json"
+            starts_path.write_text(json.dumps(_lineup(SMALL_CHANNELS)))
+
+            def starts() -> str:
+                return starts_section(server, (plex_url, "bench-token"), starts_path, baseline)
+
+            if only == "starts":
+                _replace_section(starts())
+                return
             with dg.DagsterInstance.get() as instance:
 
                 def production_import() -> dict[str, Any]:
@@ -247,6 +261,7 @@ def main(argv: list[str] | None = None) -> None:
                 if only == "executors":
                     _replace_section(executors)
                     return
+                started = starts()
                 traced = tracing_section(lineup_path)
                 forkserver = production_import()
                 spawn = _run_import(instance, spawn_import_job, lineup_path, plex_url, db_url)
@@ -257,6 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     _write(forkserver, spawn, env)
     _append(fanout)
     _append(executors)
+    _append(started)
     _append(traced)
     _append(maintenance_section(db_url))
     _append(ai_section)

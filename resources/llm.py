@@ -16,9 +16,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import dagster as dg
 from opentelemetry import trace
 from pydantic import Field
@@ -27,6 +26,13 @@ from airwave_dagster import tracing
 from airwave_dagster.domain.ai.models import output_cap
 from airwave_dagster.domain.ai.usage import Usage
 from airwave_dagster.settings import API_KEY_ENV, BASE_URL_ENV
+
+if TYPE_CHECKING:
+    # The SDK is imported where a call is made or classified, never on import: it is most of
+    # the code location's load (1.2 of 2.6 CPU seconds on the 2-core machine), which every run
+    # worker of every job paid, and only an `ai_lineup` step calls the model (its step processes
+    # get it preloaded: `ops.steps.LLM_PRELOAD`).
+    import anthropic
 
 DEFAULT_PLANNER_MODEL = "claude-opus-4-8"
 DEFAULT_WORKER_MODEL = "claude-haiku-4-5"
@@ -105,6 +111,8 @@ class LlmCallError(RuntimeError):
     ) -> LlmCallError:
         """The adapter's error for an SDK failure, classified (see `_describe`)."""
         text, transient = _describe(error)
+        import anthropic
+
         code = getattr(error, "error_code", None)
         code = code if isinstance(code, str) else None
         needs_operator = not transient and isinstance(error, anthropic.APIStatusError)
@@ -220,6 +228,8 @@ def _describe(error: BaseException) -> tuple[str, bool]:
     A status error is transient exactly when the SDK's own policy would retry it (the
     `x-should-retry` header first, then 408, 409, 429 and 5xx), except a spend limit.
     """
+    import anthropic
+
     if isinstance(error, anthropic.APIStatusError):
         should_retry = error.response.headers.get("x-should-retry")
         if error.status_code == 200:  # an error event in the middle of a stream
@@ -518,6 +528,8 @@ class LlmResource(dg.ConfigurableResource):
         Raises:
             MissingApiKeyError: The key variable is unset or empty.
         """
+        import anthropic
+
         key = dg.EnvVar(self.api_key_env_var).get_value()
         if not key:
             raise MissingApiKeyError(self.missing_key_message())

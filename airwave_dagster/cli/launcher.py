@@ -138,8 +138,9 @@ _HEALTH_CHECK_SECONDS = 10.0
 
 UNSERVED_QUEUE_SECONDS = 20.0
 """A run queued this long while the queue has room is not being taken: the run-queue daemon
-dequeues every 5 s, so four of its intervals without a dequeue mean it is gone (a daemon's
-heartbeat stays fresh for up to a minute after it stops)."""
+dequeues every second (`dequeue_interval_seconds` in dagster.yaml), so twenty intervals without
+a dequeue mean it is gone even on a loaded machine (a daemon's heartbeat stays fresh for up to a
+minute after it stops)."""
 
 _QUEUE_CHECK_SECONDS = 2.0
 """How often a waiting command asks whether its queued run is being taken."""

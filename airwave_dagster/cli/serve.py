@@ -6,7 +6,9 @@ the three processes a real deployment runs, each on its own: the code server
 and the daemon, both reading the code location over gRPC. Each is restarted when it dies, with a
 backoff that grows to 30 s and resets once the process stayed up for a minute; each logs to
 `<home>/logs/<name>.log`. SIGTERM or Ctrl-C stops all three. One line starting `ready:` is
-printed on stdout once all three answer, so scripts and tests can wait for it.
+printed on stdout once all three answer, so scripts and tests can wait for it; from then on the
+home's commands (`airwave import`, `lineup`, `runs resume`, ...) submit their runs here over
+GraphQL, as they do to `airwave dev` (`webserver.announce`).
 
 The webserver has no authentication in Dagster OSS: whoever reaches it can launch runs (spend on
 the model, wipe the AI lineup). Binding beyond loopback is therefore refused unless
@@ -28,13 +30,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
 import click
 
-from airwave_dagster.cli import console, environment
+from airwave_dagster.cli import console, environment, webserver
+from airwave_dagster.settings import Settings
 
 LOCATION_NAME = "airwave"
 WEBSERVER_MODULE = "airwave_dagster.webapp.server"
@@ -370,11 +374,13 @@ def supervise(
     checks: dict[str, Callable[[], bool]],
     banner: str,
     web_base: str | None = None,
+    on_ready: Callable[[], None] | None = None,
 ) -> None:
     """Start `services`, print `ready:` once every check passes, restart what dies, until a stop.
 
     After a code server restart, the webserver (`web_base`, when it runs here) is asked to reload
     the location until it loads: it would otherwise keep an error entry for the dead server.
+    `on_ready` runs once, when `ready:` is printed.
     """
     stop = _Stop()
     for service in services:
@@ -404,6 +410,8 @@ def supervise(
             if not ready:
                 if all(check() for check in checks.values()):
                     ready = True
+                    if on_ready is not None:
+                        on_ready()
                     print(f"ready: {banner}", flush=True)
                 elif now > deadline:
                     logs = ", ".join(str(s.log_path) for s in services)
@@ -482,9 +490,26 @@ def serve_command(
         f"logs in {env.home / 'logs'})",
         highlight=False,
     )
-    supervise(
-        services,
-        checks,
-        "; ".join(parts),
-        web_base=web_base if {"webserver", "code-server"} <= set(roles) else None,
-    )
+    announced = set(ROLES) <= set(roles)
+    try:
+        supervise(
+            services,
+            checks,
+            "; ".join(parts),
+            web_base=web_base if {"webserver", "code-server"} <= set(roles) else None,
+            on_ready=partial(_announce, env, port) if announced else None,
+        )
+    finally:
+        if announced:
+            webserver.withdraw(env.dagster_home)
+
+
+def _announce(env: environment.Environment, port: int) -> None:
+    """Tell this home's commands that runs can be submitted here (`webserver.find`).
+
+    Only when all three roles run in this supervisor: then the webserver takes a run, the daemon
+    dequeues it and the code server runs it with this process's database and Plex, which the
+    announcement records. A command then submits over GraphQL in well under a second instead of
+    starting a code server of its own (README, "Using it").
+    """
+    webserver.announce(env.dagster_home, port, env.database_url, Settings.load().plex_url)

@@ -1,8 +1,9 @@
 """Runs submitted through a running webserver of this home (`airwave dev`), over its GraphQL API.
 
 Starting a code server costs the CLI 10 to 20 s on the 2-core development machine; a
-webserver already serving the code location takes a run at once. `airwave dev` announces itself
-in `<DAGSTER_HOME>/airwave-webserver.json` (port and pid); a command finds it there, checks that
+webserver already serving the code location takes a run at once. `airwave dev`, and `airwave
+serve` once all three of its processes answer, announce themselves in
+`<DAGSTER_HOME>/airwave-webserver.json` (port and pid); a command finds it there, checks that
 the process lives and answers, and otherwise falls back to starting its own code server.
 Submissions send the mutations the UI sends (`launchRun`, and `launchRunReexecution` for a
 from-failure re-execution), so the run queue, the code-version guard and the complete resume are
@@ -301,7 +302,7 @@ def _first_paragraph(message: str) -> str:
 
 
 def announcement(dagster_home: Path) -> Path:
-    """Where `airwave dev` writes its port and pid for the CLI."""
+    """Where `airwave dev` and `airwave serve` write their port and pid for the CLI."""
     return dagster_home / ANNOUNCEMENT
 
 
@@ -309,7 +310,8 @@ def announce(dagster_home: Path, port: int, database_url: str, plex_url: str | N
     """Record that this process serves the UI of `dagster_home` on `port`, and with what.
 
     `airwave dev` runs Dagster's dev server in this same process, so the pid written here is the
-    server's; a stale file (the server is gone) is ignored by `find`. The database is written
+    server's; `airwave serve` writes its supervisor's, whose children die with it. A stale file
+    (the server is gone) is ignored by `find`. The database is written
     redacted, with a digest of the whole URL, so a command can tell whether its own settings
     name the same database without the password being stored.
     """
@@ -326,6 +328,19 @@ def announce(dagster_home: Path, port: int, database_url: str, plex_url: str | N
         ),
         encoding="utf-8",
     )
+
+
+def withdraw(dagster_home: Path) -> None:
+    """Remove this process's announcement, if the file still names it (`airwave serve` stops).
+
+    A file another process wrote since (a second server of the home) is left alone.
+    """
+    path = announcement(dagster_home)
+    try:
+        if int(json.loads(path.read_text(encoding="utf-8"))["pid"]) == os.getpid():
+            path.unlink()
+    except (OSError, ValueError, KeyError, TypeError):
+        return
 
 
 def database_digest(database_url: str) -> str:

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from airwave_dagster import settings
-from airwave_dagster.cli import environment, serve
+from airwave_dagster.cli import environment, serve, webserver
 from tests.support import lineups
 from tests.support.dagster_dev import wait_for
 from tests.support.schemas import fresh_schema
@@ -80,7 +80,22 @@ def test_serve_restarts_a_dead_code_server_and_stops_everything_on_sigterm(
     for role in serve.ROLES:
         assert (served.dev.home / "logs" / f"{role}.log").exists()
 
-    _run_import(served, 2)
+    # Ready, it announces itself: the CLI submits over its GraphQL API, starting no code server
+    # of its own, and the run its daemon dequeues succeeds.
+    lineup = tmp_path / "two.json"
+    lineup.write_text(json.dumps(lineups.genre_lineup(2)))
+    imported = subprocess.run(
+        [AIRWAVE, "import", str(lineup), "--wait"],
+        env=served.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert f"(those of the webserver on port {served.dev.port})" in imported.stderr
+    assert "SUCCESS" in imported.stdout
+    announcement = served.dev.home / "dagster_home" / webserver.ANNOUNCEMENT
+    assert json.loads(announcement.read_text())["pid"] == served.process.pid
 
     old = roles["code-server"]
     assert old is not None
@@ -91,11 +106,12 @@ def test_serve_restarts_a_dead_code_server_and_stops_everything_on_sigterm(
         return now if now is not None and now.pid != old.pid else None
 
     wait_for(replaced, 60, "a new code server process")
-    assert "restarted code-server" in (tmp_path / "serve.stderr").read_text()
+    stderr = tmp_path / "serve.stderr"
+    # The supervisor says so once the new process started, an instant after it became visible.
+    wait_for(lambda: "restarted code-server" in stderr.read_text(), 30, "the restart line")
     # The supervisor has the webserver reload the location from the new server; no test help.
     # Until that reload answered, the webserver may still list the location it had: a launch in
     # between can meet the workspace mid-swap.
-    stderr = tmp_path / "serve.stderr"
     wait_for(lambda: "reloaded airwave in the webserver" in stderr.read_text(), 180, "the reload")
     base = f"http://127.0.0.1:{served.dev.port}"
     wait_for(lambda: serve.location_loaded(base), 180, "the location to load again", poll=1)
@@ -108,6 +124,7 @@ def test_serve_restarts_a_dead_code_server_and_stops_everything_on_sigterm(
     _gone, alive = psutil.wait_procs(everything, timeout=30)
     assert not alive, [p.pid for p in alive]
     assert "stopped code-server, webserver, daemon" in (tmp_path / "serve.stderr").read_text()
+    assert not announcement.exists()  # a stopped server is not offered to the next command
 
 
 def test_serve_refuses_a_remote_bind_without_allow_remote() -> None:

@@ -21,12 +21,20 @@ AIRWAVE = str(Path(sys.executable).parent / "airwave")
 
 
 class Served:
-    """A running `airwave serve`: its process, port and home, its stdout collected line by line."""
+    """A running `airwave serve`: its process, port and environment, its stdout line by line."""
 
-    def __init__(self, process: subprocess.Popen[str], port: int, home: Path, stderr: Path) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen[str],
+        port: int,
+        env: Mapping[str, str],
+        stderr: Path,
+    ) -> None:
         self.process = process
         self.port = port
+        self.env = dict(env)
         self.stderr = stderr
+        home = Path(env["AIRWAVE_HOME"])
         self.dev = Dev(port=port, home=home, env={}, workdir=home, instance=None)
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -89,7 +97,7 @@ def serving_airwave(env: Mapping[str, str], logs: Path) -> Iterator[Served]:
         text=True,
         start_new_session=True,
     )
-    served = Served(process, port, Path(environ["AIRWAVE_HOME"]), stderr)
+    served = Served(process, port, environ, stderr)
     try:
         yield served
     finally:
