@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,9 @@ from tests.support.dagster_dev import (
     serving,
     wait_for,
 )
-from tests.support.homes import user_env
+from tests.support.homes import query, user_env
 from tests.support.schemas import empty_project_tables, fresh_schema
+from tests.support.standalone import CHANNELS_WITH_CLAIMS
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 
@@ -142,3 +144,32 @@ def test_a_run_worker_killed_mid_fan_out_is_resumed_exactly_once(
     # Only the builds the kill interrupted (at most the bound) may have started their work twice.
     assert killed_builds
     _assert_complete(on_threads, database_url, run_id, killed=IMPORT_CONCURRENCY)
+
+
+def test_a_run_canceled_mid_fan_out_ends_canceled_within_the_grace(
+    on_threads: Dev, database_url: str
+) -> None:
+    """`airwave runs cancel`'s path (the code server terminates the run worker): no build
+    starts after it, the ones running get the grace period, the run ends CANCELED, no claim
+    is left behind."""
+    from ops.threads_executor import STOP_GRACE_SECONDS
+
+    run_id = on_threads.launch_import(_lineup(), tags={"dagster/max_retries": "0"})
+
+    def in_flight() -> set[str]:
+        done = _build_keys(on_threads, run_id, dg.DagsterEventType.STEP_SUCCESS)
+        started = _build_keys(on_threads, run_id, dg.DagsterEventType.STEP_START)
+        return started - done if done else set()
+
+    wait_for(in_flight, 120, "a build done and more in flight", poll=0.05)
+    asked = time.monotonic()
+    final, changed, _ = launcher.cancel(
+        on_threads.instance, run_id, "threads test", timeout=STOP_GRACE_SECONDS + 30
+    )
+    took = time.monotonic() - asked
+    assert changed and final.status == dg.DagsterRunStatus.CANCELED, final.status
+    assert took <= STOP_GRACE_SECONDS + 30, took
+    messages = _messages(on_threads, run_id, dg.DagsterEventType.ENGINE_EVENT)
+    assert any(m.startswith("Threads executor: termination requested") for m in messages)
+    left = query(database_url, CHANNELS_WITH_CLAIMS + " WHERE k.run_id IS NOT NULL")
+    assert not left, "no claim left behind"
