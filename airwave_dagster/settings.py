@@ -118,10 +118,13 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices(BASE_URL_ENV),
         description="Messages API address (the local stub in tests); unset means Anthropic's.",
     )
-    executor: Literal["multiprocess", "celery"] = Field(
+    executor: Literal["multiprocess", "threads", "celery"] = Field(
         default="multiprocess",
         validation_alias=EXECUTOR_ENV,
-        description="How the fan-out jobs run their steps.",
+        description=(
+            "How the fan-out jobs run their steps: `multiprocess` (a process per step), "
+            "`threads` (a thread of the run worker per step) or `celery` (on `airwave worker`s)."
+        ),
     )
     celery_broker_url: str | None = Field(
         default=None,

@@ -1,10 +1,11 @@
-"""Executor benchmark: the 50-channel import on the multiprocess executor vs two celery workers.
+"""Executor benchmark: the 50-channel import on multiprocess, on threads and on two celery workers.
 
 `executors_section(instance, run_import)` runs inside `bench/run.py`, with its Plex emulator (same
-latency for both runs), database and lineup file. The production `import_lineup` job runs twice,
-one run after the other in this process (the run worker): first on the multiprocess executor
-(forkserver, at most 4 builds at once), then with `AIRWAVE_EXECUTOR=celery` on two `airwave
-worker` processes of concurrency 2 (also 4 builds at once) over the machine's Redis. The workers
+latency for every run), database and lineup file. The production `import_lineup` job runs three
+times, one run after the other in this process (the run worker): first on the multiprocess
+executor (forkserver, at most 4 builds at once), then with `AIRWAVE_EXECUTOR=threads` (4 step
+threads of this process), then with `AIRWAVE_EXECUTOR=celery` on two `airwave worker` processes
+of concurrency 2 (also 4 builds at once) over the machine's Redis. The workers
 are started before the celery run and are not part of its wall time: being long-lived, they are
 meant to save the process start of every step. Memory is the proportional set size (PSS) summed
 over every process of a run (this process, its forkserver and step processes, the workers and
@@ -191,9 +192,19 @@ def celery_workers(queue: str, log_dir: Path) -> Iterator[list[subprocess.Popen[
 @contextmanager
 def _celery_settings(queue: str) -> Iterator[None]:
     """Point this process's next runs (their fan_out executor) at the workers' queue."""
-    names = (settings.EXECUTOR_ENV, settings.CELERY_BROKER_ENV, settings.CELERY_QUEUE_ENV)
+    with _exported(
+        {settings.EXECUTOR_ENV: "celery", settings.CELERY_BROKER_ENV: BROKER_URL}
+        | {settings.CELERY_QUEUE_ENV: queue}
+    ):
+        yield
+
+
+@contextmanager
+def _exported(values: dict[str, str]) -> Iterator[None]:
+    """`values` in this process's environment while the block runs (its runs read them)."""
+    names = tuple(values)
     saved = {name: os.environ.get(name) for name in names}
-    os.environ.update(dict(zip(names, ("celery", BROKER_URL, queue), strict=True)))
+    os.environ.update(values)
     try:
         yield
     finally:
@@ -237,6 +248,8 @@ def executors_section(
     """
     load_before = os.getloadavg()
     multiprocess = _measured(instance, run_import, [os.getpid()], exclude)
+    with _exported({settings.EXECUTOR_ENV: "threads"}):
+        threads = _measured(instance, run_import, [os.getpid()], exclude)
     queue = f"airwave_bench_{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory() as tmp:
         workers_started = time.perf_counter()
@@ -247,7 +260,7 @@ def executors_section(
                 instance, run_import, [os.getpid(), *(w.pid for w in workers)], exclude
             )
     load_after = os.getloadavg()
-    return render_section(multiprocess, celery, workers_ready, load_before, load_after)
+    return render_section(multiprocess, celery, workers_ready, load_before, load_after, threads)
 
 
 def render_section(
@@ -256,6 +269,7 @@ def render_section(
     workers_ready: float,
     load_before: tuple[float, float, float],
     load_after: tuple[float, float, float],
+    threads: dict[str, Any] | None = None,
     measured: str | None = None,
 ) -> str:
     """The BENCHMARKS.md section of one comparison's figures (`measured`: when, default now)."""
@@ -269,15 +283,28 @@ def render_section(
         f"| {m['work_s']:.2f} s | {m['orchestration_s']:.2f} s | {m['peak_mb']:.0f} MB |"
         for name, m in (
             ("multiprocess (forkserver, 4 at once)", multiprocess),
+            *([("threads (of the run worker, 4 at once)", threads)] if threads else []),
             (f"celery ({WORKERS} workers of {WORKER_CONCURRENCY}, Redis)", celery),
         )
     ]
+    threads_line = (
+        [
+            "threads / multiprocess wall-time ratio: "
+            f"**{threads['wall_s'] / multiprocess['wall_s']:.3f}x**; orchestration / step "
+            f"{threads['orchestration_s']:.2f} s vs "
+            f"{multiprocess['orchestration_s']:.2f} s.",
+            "",
+        ]
+        if threads
+        else []
+    )
     lines = [
         "## import_lineup on multiprocess vs celery: 50 channels, same emulator latency",
         "",
         f"Measured {when} on {os.cpu_count()} "
         f"cores. Reproduce with `make bench` (everything) or `.venv/bin/python -m bench.run "
-        f"--only executors` (this section). Both runs in one process, multiprocess first; the "
+        f"--only executors` (this section). The runs in one process, multiprocess first, "
+        f"{'then threads, ' if threads else ''}celery last; the "
         f"celery workers ({WORKERS}, concurrency {WORKER_CONCURRENCY} each) started in "
         f"{workers_ready:.1f} s before their run and are not in its wall time.",
         "",
@@ -286,6 +313,7 @@ def render_section(
         "|---|---:|---:|---:|---:|---:|---:|",
         *rows,
         "",
+        *threads_line,
         f"celery / multiprocess wall-time ratio: **{ratio:.3f}x** ({verdict}). Load average "
         f"(1, 5, 15 min) before: {load_before[0]:.2f}, {load_before[1]:.2f}, "
         f"{load_before[2]:.2f}; after: {load_after[0]:.2f}, {load_after[1]:.2f}, "

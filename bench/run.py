@@ -246,6 +246,9 @@ def main(argv: list[str] | None = None) -> None:
                     _reset_database(db_url)
                     _reset_stats(plex_url)
 
+                if only == "executors":  # not the fan-out's baseline and after runs first
+                    _replace_section(executors_section(instance, production_import, {emulator.pid}))
+                    return
                 fanout = fanout_section(
                     instance,
                     {CHANNELS: lineup_path, 10: small_path},
@@ -258,9 +261,6 @@ def main(argv: list[str] | None = None) -> None:
                     _replace_section(fanout)
                     return
                 executors = executors_section(instance, production_import, {emulator.pid})
-                if only == "executors":
-                    _replace_section(executors)
-                    return
                 started = starts()
                 traced = tracing_section(lineup_path)
                 forkserver = production_import()

@@ -221,19 +221,20 @@ def preload_modules(*, llm_pool: bool) -> list[str]:
 def fan_out_executor(
     max_concurrent: int, start_method: str = "forkserver", *, llm_pool: bool = False
 ) -> dg.ExecutorDefinition:
-    """The executor of a fan-out job: multiprocess here, or celery workers when configured.
+    """The executor of a fan-out job: multiprocess here, threads of the run worker, or celery.
 
     The choice is made when a run starts, in its run worker, from `AIRWAVE_EXECUTOR` (the
     `airwave` commands export it for every Dagster process, so runs from the CLI, sensors and
     schedules all follow it). Multiprocess is a sliding window of `max_concurrent` step
     processes; forkserver preloads the code location once, so a step costs about a third of a
-    spawned one (docs/dagster-notes.md Q2). Under celery the bound across runs and workers is the
-    workers' own concurrency and the op pools (docs/scale-out.md). Under both, steps in the
-    `llm` pool also wait for one of its slots, shared with every other run.
+    spawned one (docs/dagster-notes.md Q2). `threads` is the same window of step threads inside
+    the run worker (ops/threads_executor.py: no process per step). Under celery the bound across
+    runs and workers is the workers' own concurrency and the op pools (docs/scale-out.md). Under
+    all three, steps in the `llm` pool also wait for one of its slots, shared with every other run.
 
     Args:
-        max_concurrent: Steps running at once (multiprocess): the default of the run config's
-            `execution.config.max_concurrent`.
+        max_concurrent: Steps running at once (multiprocess, threads): the default of the run
+            config's `execution.config.max_concurrent`.
         start_method: "forkserver" (default) or "spawn" (benchmarks compare the two).
         llm_pool: The job has ops in `LLM_POOL`: set the pool's limit when a run starts.
     """
@@ -256,8 +257,8 @@ def fan_out_executor(
                 dg.IntSource,
                 default_value=max_concurrent,
                 is_required=False,
-                description="Steps of this run executing at once (multiprocess; celery ignores "
-                "it). Read when the run starts, so a resume may lower or raise it.",
+                description="Steps of this run executing at once (multiprocess, threads; celery "
+                "ignores it). Read when the run starts, so a resume may lower or raise it.",
             )
         },
     )
@@ -280,15 +281,23 @@ def fan_out_executor(
                     retries=RetryMode.ENABLED,
                 )
             )
-        from dagster._core.definitions.executor_definition import (
-            _core_multiprocess_executor_creation,
-        )
-
         bound = cast("int", init_context.executor_config["max_concurrent"])
         if bound < 1:
             raise dg.DagsterInvalidConfigError(
                 f"execution.config.max_concurrent must be at least 1, got {bound}", [], bound
             )
+        if settings.executor == "threads":
+            from dagster._core.execution.retries import RetryMode
+
+            from ops.threads_executor import ThreadsExecutor
+
+            return HeartbeatExecutor(
+                ThreadsExecutor(retries=RetryMode.ENABLED, max_concurrent=bound), bound=bound
+            )
+        from dagster._core.definitions.executor_definition import (
+            _core_multiprocess_executor_creation,
+        )
+
         return HeartbeatExecutor(
             _core_multiprocess_executor_creation({**multiprocess, "max_concurrent": bound}),
             bound=bound,

@@ -50,12 +50,16 @@ def llm_pool(dagster_instance: dg.DagsterInstance) -> Iterator[dg.DagsterInstanc
 
 
 @pytest.fixture
-def second_database(database_url: str, plex_emulator: Any, library_snapshot: Any) -> str:
-    """Another migrated project database holding the same library snapshot."""
+def second_database(
+    database_url: str, plex_emulator: Any, library_snapshot: Any, request: pytest.FixtureRequest
+) -> str:
+    """Another migrated project database holding the same library snapshot (one per executor)."""
     from resources.migrations import upgrade
     from resources.stores import open_stores
 
-    name = f"{sa.make_url(database_url).database}_pool"
+    callspec = getattr(request.node, "callspec", None)
+    executor = callspec.params.get("executor", "") if callspec else ""
+    name = f"{sa.make_url(database_url).database}_pool{'_' + executor if executor else ''}"
     url = environment.ensure_database(database_url, name)
     conn = psycopg2.connect(environment.libpq_dsn(url))
     try:
@@ -71,12 +75,13 @@ def second_database(database_url: str, plex_emulator: Any, library_snapshot: Any
     return url
 
 
-def _env(database_url: str) -> dict[str, str]:
+def _env(database_url: str, executor: str = "multiprocess") -> dict[str, str]:
     return {
         **os.environ,
         settings.DATABASE_URL_ENV: database_url,
         settings.LLM_CONCURRENCY_ENV: str(LIMIT),
         settings.ENV_FILE_ENV: "/nonexistent/.env",
+        settings.EXECUTOR_ENV: executor,
     }
 
 
@@ -124,7 +129,10 @@ def _kill(process: Any) -> None:
     process.wait(timeout=30)
 
 
+# Under threads the pool's slots are claimed by the same Dagster machinery, from one process.
+@pytest.mark.parametrize("executor", ["multiprocess", "threads"])
 def test_two_runs_never_have_more_model_calls_in_flight_than_the_pool(
+    executor: str,
     synced: str,
     database_url: str,
     second_database: str,
@@ -138,7 +146,9 @@ def test_two_runs_never_have_more_model_calls_in_flight_than_the_pool(
     config = lineup_config(stub, provider="anthropic")
     databases = {"a": database_url, "b": second_database}
     workers = {
-        label: job_process.start(llm_pool, config, label=label, tmp=tmp_path, env=_env(url))
+        label: job_process.start(
+            llm_pool, config, label=label, tmp=tmp_path, env=_env(url, executor)
+        )
         for label, url in databases.items()
     }
     try:

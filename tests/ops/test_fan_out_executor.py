@@ -16,6 +16,7 @@ from ops.ai_lineup.job import ai_lineup
 from ops.celery_executor import CeleryStepExecutor
 from ops.lineup_import.job import IMPORT_CONCURRENCY, import_lineup
 from ops.steps import LLM_POOL, HeartbeatExecutor
+from ops.threads_executor import ThreadsExecutor
 from tests.support.instances import instance_on
 from tests.support.schemas import fresh_schema
 
@@ -74,6 +75,22 @@ def test_the_run_config_may_set_its_own_bound(
 
     assert isinstance(executor, MultiprocessExecutor)
     assert executor._max_concurrent == 1
+
+
+def test_threads_when_asked_with_the_run_configs_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    executor = _create(monkeypatch, max_concurrent=2, **{settings.EXECUTOR_ENV: "threads"})
+
+    assert isinstance(executor, ThreadsExecutor)
+    assert executor.max_concurrent == 2
+    assert executor.retries.enabled
+
+
+def test_an_unknown_executor_is_refused_naming_the_choices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(settings.SettingsError, match="AIRWAVE_EXECUTOR") as refused:
+        _create(monkeypatch, **{settings.EXECUTOR_ENV: "thread"})
+    assert all(name in str(refused.value) for name in ("multiprocess", "threads", "celery"))
 
 
 def test_a_bound_below_one_is_refused_with_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
