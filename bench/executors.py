@@ -298,8 +298,9 @@ def render_section(
         if threads
         else []
     )
+    samples = ", ".join(str(run["samples"]) for run in (multiprocess, threads, celery) if run)
     lines = [
-        "## import_lineup on multiprocess vs celery: 50 channels, same emulator latency",
+        "## import_lineup on multiprocess, threads and celery: 50 channels, same emulator latency",
         "",
         f"Measured {when} on {os.cpu_count()} "
         f"cores. Reproduce with `make bench` (everything) or `.venv/bin/python -m bench.run "
@@ -330,7 +331,7 @@ def render_section(
         "second (dagster-celery's loop): that wait is in the wall time, not in the per-step "
         "figures. Peak memory sums PSS (shared pages divided among the processes sharing them) "
         "over every process of the run, sampled every "
-        f"{SAMPLE_SECONDS} s ({multiprocess['samples']} and {celery['samples']} samples).",
+        f"{SAMPLE_SECONDS} s ({samples} samples).",
         "",
     ]
     return "\n".join(lines)
