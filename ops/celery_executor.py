@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from functools import partial
 from typing import Any
 
 import dagster as dg
@@ -225,9 +224,39 @@ def _submit(
 
 
 class CeleryStepExecutor(CeleryExecutor):
-    """`CeleryExecutor` whose execution loop sees every task through `StepTask`."""
+    """`CeleryExecutor` whose execution loop sees every task through `StepTask`.
+
+    When the loop ends without finishing the run (it raised: the run worker lost Postgres, or it
+    was stopped), every task it submitted that has not started is revoked. dagster-celery
+    revokes only on a cancel; left on the queue, such a step ran on a worker later, beside the
+    run's resume, and a build the failed run never started was paid twice (the Postgres-outage
+    test on celery). A task already running is left to finish: its claim makes the resume wait
+    for it and adopt what it commits.
+    """
 
     def execute(self, plan_context: Any, execution_plan: Any) -> Iterator[dg.DagsterEvent]:
-        return core_celery_execution_loop(
-            plan_context, execution_plan, step_execution_fn=partial(_submit, watch=WorkerWatch())
-        )
+        submitted: list[StepTask] = []
+        watch = WorkerWatch()
+
+        def submit(*args: Any, **kwargs: Any) -> StepTask:
+            task = _submit(*args, watch=watch, **kwargs)
+            submitted.append(task)
+            return task
+
+        try:
+            yield from core_celery_execution_loop(
+                plan_context, execution_plan, step_execution_fn=submit
+            )
+        except BaseException:
+            _revoke_unstarted(submitted)
+            raise
+
+
+def _revoke_unstarted(tasks: list[StepTask]) -> None:
+    """Revoke every task still waiting on the queue (best effort: never hides the loop's error)."""
+    for task in tasks:
+        try:
+            if task.result.state == states.PENDING:
+                task.result.revoke()
+        except Exception:  # the broker or result backend unreachable: nothing more to do here
+            continue

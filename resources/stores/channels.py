@@ -326,7 +326,23 @@ class AirwaveStore:
         )
 
     def _signatures(self, conn: Connection) -> dict[str, str]:
-        """Content signature of every channel on the instance, by channel id."""
+        """Content signature of every channel on the instance, by channel id.
+
+        A channel another import is building right now (its row claimed, its definitions not
+        yet written) counts with the signature its build recorded (`channel_origin`), not the
+        one its half-written row would give: read from the row, two imports of one channel at
+        once each saw the other's number taken by "another channel" and created it twice, once
+        on a reassigned number (the ten-imports load test, Shared).
+        """
+        origin, claim = t.channel_origin.c, t.channel_claim.c
+        building = {
+            row.channel_id: row.signature
+            for row in conn.execute(
+                sa.select(origin.channel_id, origin.signature)
+                .join(t.channel_claim, claim.channel_id == origin.channel_id)
+                .where(origin.signature.is_not(None))
+            )
+        }
         filters: dict[str, list[object | None]] = {}
         defs = conn.execute(
             sa.select(t.channel_definition.c.channel_id, t.channel_definition.c.plex_filter).where(
@@ -346,7 +362,8 @@ class AirwaveStore:
             ).select_from(t.channel.outerjoin(t.channel_package))
         )
         return {
-            row.id: channel_signature(
+            row.id: building.get(row.id)
+            or channel_signature(
                 row.name,
                 row.key,
                 row.ordering,

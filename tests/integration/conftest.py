@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.browser import browser_context, ui  # noqa: F401
+from tests.support.browser import browser_context, playwright, ui  # noqa: F401
 
 
 @pytest.hookimpl(hookwrapper=True)

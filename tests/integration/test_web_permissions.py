@@ -170,18 +170,15 @@ def stack(
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    executable = _chromium()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(executable), headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
+def browser(playwright: Any) -> Iterator[Any]:
+    """A chromium of this module's own (each person logs in in a context of it)."""
+    launched = playwright.chromium.launch(
+        executable_path=str(_chromium()), headless=True, args=CHROMIUM_ARGS
+    )
+    try:
+        yield launched
+    finally:
+        launched.close()
 
 
 def _page_as(browser: Any, stack: Stack, user: str) -> Any:

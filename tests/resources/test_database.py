@@ -13,6 +13,7 @@ from airwave_dagster.domain.library import Library, MediaItem
 from airwave_dagster.domain.lineup_file import parse_lineup
 from airwave_dagster.domain.schedule import build_schedule
 from resources import tables as t
+from resources.stores.claims import Claimant
 from resources.stores.rows import TRACE_JSON_LIMIT
 from tests.support import lineups
 from tests.support.channels import create_channel
@@ -48,6 +49,32 @@ def test_instance_signatures_equal_the_planners(store, stores) -> None:
     assert [c.action for c in again.channels] == ["skip-duplicate"] * 3
     # The existing package of the skipped channels is listed as reused (the report counts it).
     assert [(p.key, p.action) for p in again.packages] == [("genres", "reuse")]
+
+
+def test_a_channel_another_import_is_building_counts_as_that_channel(store, stores) -> None:
+    """Two imports of one channel at once: while the first holds the claim (its row written,
+    its definitions not yet), the second's plan sees that channel, not "another channel" on
+    its number that would push it to a second, reassigned copy."""
+    source = _source(store)
+    (planned,) = _plan(store, lineups.genre_lineup(1)).creates()
+    building = Claimant(run_id="r1", step_key="build_channel[ch_101]", attempt=1)
+    outcome = stores.claims.claim(
+        number=planned.assigned_number,
+        claimant=building,
+        signature=planned.signature,
+        values=store.channel_values(planned, source_id=source, package_id=None),
+    )
+    assert outcome.kind == "claimed"
+
+    during = _plan(store, lineups.genre_lineup(1))
+
+    assert [c.action for c in during.channels] == ["skip-duplicate"]
+    assert during.creates() == ()
+    # A different channel on that number is still "another channel": reassigned, not skipped.
+    other = lineups.genre_lineup(1)
+    other["channels"][0]["name"] = "Something else"
+    (moved,) = _plan(store, other).creates()
+    assert moved.number_reassigned and moved.assigned_number != planned.assigned_number
 
 
 def test_packages_are_upserted_by_key(store) -> None:

@@ -73,26 +73,37 @@ def _chromium() -> Path:
 
 
 @pytest.fixture(scope="session")
-def browser_context() -> Iterator[Any]:
-    """A headless chromium with a fresh profile, shared by every browser test."""
-    executable = _chromium()
+def playwright() -> Iterator[Any]:
+    """The process's one Playwright driver: every browser fixture launches through it.
+
+    Playwright's sync API runs its event loop on this thread for as long as the driver lives, and
+    refuses a second `sync_playwright()` while one runs ("Sync API inside the asyncio loop"): a
+    module that started its own failed whenever a test worker had run a browser test before it.
+    """
+    _chromium()
     from playwright.sync_api import sync_playwright
 
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def browser_context(playwright: Any) -> Iterator[Any]:
+    """A headless chromium with a fresh profile, shared by every browser test."""
     profile = tempfile.mkdtemp(prefix="airwave-chromium-")
     try:
-        with sync_playwright() as playwright:
-            context = playwright.chromium.launch_persistent_context(
-                profile,
-                executable_path=str(executable),
-                headless=True,
-                args=CHROMIUM_ARGS,
-                viewport={"width": 1400, "height": 900},
-            )
-            context.set_default_timeout(30_000)
-            try:
-                yield context
-            finally:
-                context.close()
+        context = playwright.chromium.launch_persistent_context(
+            profile,
+            executable_path=str(_chromium()),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 900},
+        )
+        context.set_default_timeout(30_000)
+        try:
+            yield context
+        finally:
+            context.close()
     finally:
         shutil.rmtree(profile, ignore_errors=True)
 
