@@ -164,19 +164,24 @@ def test_the_derived_key_is_the_content_and_the_request() -> None:
     )
 
 
-def test_cancel_running_finished_and_canceled_runs(
-    fresh: Dev, database_url: str, slow_plex: Any
-) -> None:
-    run_id = fresh.launch_import(lineups.genre_lineup(8))
+def _until_builds_start(dev: Dev, run_id: str) -> None:
+    """Until the run's first build step has started."""
     wait_for(
         lambda: any(
             (e.dagster_event and (e.dagster_event.step_key or "").startswith("build_channel["))
-            for e in fresh.instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
+            for e in dev.instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
         ),
         120,
         "builds to start",
         poll=0.05,
     )
+
+
+def test_cancel_running_finished_and_canceled_runs(
+    fresh: Dev, database_url: str, slow_plex: Any
+) -> None:
+    run_id = fresh.launch_import(lineups.genre_lineup(8))
+    _until_builds_start(fresh, run_id)
     # Builds now wait 2 s per Plex request, so the run is still going when the cancel lands,
     # however long the CLI takes to start on a loaded machine (it finished first otherwise).
     latency = slow_plex.options.latency_ms
@@ -222,15 +227,7 @@ def test_resume_cancel_running_finishes_a_run_still_in_progress_in_one_command(
     `runs resume --cancel-running` cancels it and resumes it; every channel ends built once."""
     lineup = lineups.genre_lineup(6, first_number=940)
     run_id = fresh.launch_import(lineup)
-    wait_for(
-        lambda: any(
-            (e.dagster_event and (e.dagster_event.step_key or "").startswith("build_channel["))
-            for e in fresh.instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
-        ),
-        120,
-        "builds to start",
-        poll=0.05,
-    )
+    _until_builds_start(fresh, run_id)
     # Builds wait 2 s per Plex request until the cancel lands, so the run is still in progress
     # when the command reaches it; the resume then builds at the usual latency.
     latency = slow_plex.options.latency_ms
