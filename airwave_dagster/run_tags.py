@@ -32,9 +32,9 @@ LIMIT_TAG = "airwave/limit"
 AWAITING_APPROVAL_TAG = "airwave/awaiting_approval"
 """Set by an approval gate on the run it stopped (the gate id), then to the answer once given."""
 STATUS_TAG = "airwave/status"
-"""What Dagster's run status cannot say: `AWAITING_APPROVAL` on a run an approval gate stopped
-(Dagster OSS has no paused status and records the run as failed), then the interrupt's answer
-(`approved`, `rejected`, `canceled`)."""
+"""`AWAITING_APPROVAL` on a run an approval gate stopped (the run is SUSPENDED, see
+airwave_dagster/suspension.py), then the interrupt's answer (`approved`, `rejected`,
+`canceled`)."""
 AWAITING_APPROVAL = "awaiting-approval"
 STARTED_BY_TAG = "airwave/started_by"
 """The principal who asked for a run (CLI: its OS user mapped by the permissions policy;

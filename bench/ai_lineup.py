@@ -22,6 +22,7 @@ from airwave_dagster.domain.ai.offline import offline_plan
 from airwave_dagster.domain.ai.plan import sanitize_plan
 from airwave_dagster.domain.ai.prompts import PLANNER_TOOL_NAME
 from airwave_dagster.emulators.anthropic import LLMStub
+from bench.tables import AI_LINEUP_TABLES, truncate
 
 CHANNELS = 50
 STUB_LATENCY_S = 0.5
@@ -91,15 +92,8 @@ def ai_lineup_section(instance: dg.DagsterInstance, db_url: str) -> str:
     """Run the 50-channel benchmark and return its BENCHMARKS.md section."""
     from airwave_dagster.definitions import ai_lineup_job
 
+    truncate(db_url, AI_LINEUP_TABLES)
     engine = sa.create_engine(db_url, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "TRUNCATE public.channel, public.channel_package, public.schedule_item, "
-                "public.ai_lineup_trace, airwave_dagster.ai_spend, airwave_dagster.ai_budget "
-                "CASCADE"
-            )
-        )
     plan = _plan(CHANNELS)
     with LLMStub(responder=_responder(plan), latency=STUB_LATENCY_S) as stub:
         run_config = {

@@ -36,6 +36,7 @@ from bench.fanout import BASELINE_REF, fanout_section
 from bench.lineup_quality import lineup_quality_section
 from bench.maintenance import maintenance_section
 from bench.starts import SMALL_CHANNELS, starts_section
+from bench.tables import IMPORT_TABLES, truncate
 from bench.tracing import tracing_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,22 +108,10 @@ def _reset_stats(url: str) -> None:
     urllib.request.urlopen(request, timeout=5).close()
 
 
-def _reset_database(url: str) -> None:
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "TRUNCATE public.channel, public.channel_package, public.schedule_item, "
-                "public.media_item, public.import_trace, airwave_dagster.step_output CASCADE"
-            )
-        )
-    engine.dispose()
-
-
 def _run_import(
     instance: dg.DagsterInstance, job_fn: Any, lineup_path: Path, plex_url: str, db_url: str
 ) -> dict[str, Any]:
-    _reset_database(db_url)
+    truncate(db_url, IMPORT_TABLES)
     _reset_stats(plex_url)
     run_config = {
         "ops": {"plan_import_lineup": {"config": {"lineup": {"file": {"path": str(lineup_path)}}}}},
@@ -243,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
                     return
 
                 def reset() -> None:
-                    _reset_database(db_url)
+                    truncate(db_url, IMPORT_TABLES)
                     _reset_stats(plex_url)
 
                 if only == "executors":  # not the fan-out's baseline and after runs first

@@ -38,6 +38,7 @@ from airwave_dagster import settings
 from airwave_dagster.cli import environment
 from airwave_dagster.cli.serve import daemon_healthy, location_loaded
 from bench.fanout import unpack_baseline
+from bench.tables import IMPORT_TABLES, truncate
 
 SMALL_CHANNELS = 2
 REPEATS = 3
@@ -136,22 +137,9 @@ def _server(tree: Tree, mode: str) -> Iterator[None]:
         log.close()
 
 
-def _reset(database_url: str) -> None:
-    """Empty the tables an import fills, so every import builds the same channels."""
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "TRUNCATE public.channel, public.channel_package, public.schedule_item, "
-                "public.media_item, public.import_trace, airwave_dagster.step_output CASCADE"
-            )
-        )
-    engine.dispose()
-
-
 def timed_import(tree: Tree, lineup: Path) -> dict[str, Any]:
     """One `airwave import LINEUP --wait --force`, timed from outside and broken down."""
-    _reset(tree.database_url)
+    truncate(tree.database_url, IMPORT_TABLES)
     load = os.getloadavg()
     started = time.time()
     process = subprocess.Popen(

@@ -15,7 +15,6 @@ anything is written. Launching the job itself needs `runs:start:answer_approval`
 the run coordinator like any start (docs/security.md).
 """
 
-import time
 from collections.abc import Sequence
 from typing import Literal
 
@@ -34,10 +33,11 @@ from airwave_dagster.run_tags import (
     STARTED_BY_TAG,
     STATUS_TAG,
 )
+from airwave_dagster.suspension import end_suspended, has_stopped, wait_until_stopped
 from resources.database import DatabaseResource
 
 _RUN_END_SECONDS = 120.0
-"""How long to wait for the stopped run to end (its gate records the question a moment before)."""
+"""How long to wait for the run to be SUSPENDED (its gate records the question a moment before)."""
 
 
 class AnswerConfig(dg.Config):
@@ -68,14 +68,10 @@ def _refuse(description: str) -> dg.Failure:
     return dg.Failure(description=description, allow_retries=False)
 
 
-def _finished(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun:
-    deadline = time.monotonic() + _RUN_END_SECONDS
-    run = instance.get_run_by_id(run_id)
-    while run is not None and not run.is_finished and time.monotonic() < deadline:
-        time.sleep(0.5)
-        run = instance.get_run_by_id(run_id)
-    if run is None or not run.is_finished:
-        raise _refuse(f"run {run_id} has not ended; answer again once it has")
+def _stopped(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun:
+    run = wait_until_stopped(instance, run_id, _RUN_END_SECONDS)
+    if run is None or not has_stopped(run):
+        raise _refuse(f"run {run_id} has not stopped; answer again once it has")
     return run
 
 
@@ -135,6 +131,13 @@ def resolve_interrupt(
     interrupt = approvals.find(target.root_run_id or target.run_id)
     if interrupt is None:
         raise _refuse(f"run {config.run_id} has no approval to answer")
+    stopped = instance.get_run_by_id(interrupt.run_id)
+    if interrupt.open and stopped is not None and stopped.status == dg.DagsterRunStatus.CANCELED:
+        # Terminated from the UI while it waited: close the question, restart nothing.
+        approvals.resolve(
+            interrupt.id, "canceled", resolved_by=principal, reason="the run was canceled"
+        )
+        raise _refuse(f"conflict: run {interrupt.run_id} was canceled; nothing is left to answer")
     won, row = approvals.resolve(
         interrupt.id,
         "approved" if config.decision == "approve" else "rejected",
@@ -142,23 +145,41 @@ def resolve_interrupt(
         reason=config.reason or None,
     )
     if not won:
+        if row.status == "expired":
+            end_suspended(instance, row.run_id, approved=False, message=row.describe())
         raise _refuse(f"conflict: already {row.describe()}")
+    # As `airwave approve`: the answer ends or resumes the run once it is SUSPENDED.
+    stopped = _stopped(instance, row.run_id)
     instance.add_run_tags(
         row.run_id, {AWAITING_APPROVAL_TAG: row.describe(), STATUS_TAG: row.status}
     )
     if row.status == "rejected":
+        end_suspended(
+            instance,
+            row.run_id,
+            approved=False,
+            message=f"{row.describe()}"
+            + (f" ({row.reason})" if row.reason else "")
+            + ": the run tree ends here; nothing was written",
+        )
         context.log.info(
             f"{row.describe()}: run tree {row.root_run_id} ends here; nothing was written"
         )
         return
     try:
-        continuation = continue_tree(instance, _finished(instance, row.run_id), principal)
+        continuation = continue_tree(instance, stopped, principal)
     except Exception as error:
         raise _refuse(
             f"{row.describe()}, but the run could not be continued: {error}. The approval "
             f"stands: `airwave runs resume {row.run_id}` continues it."
         ) from error
     approvals.record_continuation(row.id, continuation.run_id)
+    end_suspended(
+        instance,
+        row.run_id,
+        approved=True,
+        message=f"{row.describe()}; continued as run {continuation.run_id}",
+    )
     context.log.info(f"{row.describe()}; continuing as run {continuation.run_id}")
 
 

@@ -187,7 +187,7 @@ def run_lineup(
         [r.run_id for r in launcher.run_tree(instance, run.run_id)] or [run.run_id],
     )
     stopped = instance.get_run_by_id(finished.run_id)
-    if status == "FAILURE" and stopped is not None and stopped.tags.get(AWAITING_APPROVAL_TAG):
+    if status == "SUSPENDED" and stopped is not None and stopped.tags.get(AWAITING_APPROVAL_TAG):
         return _awaiting(instance, finished.run_id, as_json=as_json)
     if status != "SUCCESS" or report is None:
         for message in launcher.failure_messages(instance, run.run_id):
@@ -364,7 +364,7 @@ def run_rollback(
     status = finished.status.value
     tree = [r.run_id for r in launcher.run_tree(instance, run.run_id)] or [run.run_id]
     stopped = instance.get_run_by_id(finished.run_id)
-    if status == "FAILURE" and stopped is not None and stopped.tags.get(AWAITING_APPROVAL_TAG):
+    if status == "SUSPENDED" and stopped is not None and stopped.tags.get(AWAITING_APPROVAL_TAG):
         return _awaiting(instance, finished.run_id, as_json=as_json)
     from airwave_dagster.cli.approvals import print_rollback, rollback_result
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -47,6 +46,28 @@ def interrupt_job(instance: Any, interrupt: Interrupt) -> str:
     """The job whose gate the interrupt is (its run's job: `ai_lineup`, `rollback_lineup`)."""
     run = instance.get_run_by_id(interrupt.run_id) or instance.get_run_by_id(interrupt.root_run_id)
     return run.job_name if run is not None else ""
+
+
+def _canceled_meanwhile(instance: Any, interrupt: Interrupt, *, by: str) -> bool:
+    """Whether the stopped run was canceled behind the interrupt's back; if so, close it.
+
+    `airwave runs cancel` closes the interrupt itself; the UI's terminate (force) only marks
+    the run CANCELED, and an answer must not restart what someone stopped.
+    """
+    if not interrupt.open:
+        return False
+    run = instance.get_run_by_id(interrupt.run_id)
+    if run is None or run.status.value != "CANCELED":
+        return False
+    stores = environment.open_project_stores()
+    won, closed = stores.approvals.resolve(
+        interrupt.id, "canceled", resolved_by=by, reason="the run was canceled"
+    )
+    if won:
+        instance.add_run_tags(
+            interrupt.run_id, {AWAITING_APPROVAL_TAG: closed.describe(), STATUS_TAG: closed.status}
+        )
+    return True
 
 
 def close_open_interrupt(instance: Any, run_id: str, reason: str, *, by: str) -> Interrupt | None:
@@ -131,16 +152,6 @@ def print_interrupt(interrupt: Interrupt) -> None:
         )
 
 
-def _wait_until_finished(instance: Any, run_id: str) -> Any:
-    # The gate records the interrupt a moment before its run ends; resume needs the end.
-    deadline = time.monotonic() + _RUN_END_SECONDS
-    run = instance.get_run_by_id(run_id)
-    while run is not None and not run.is_finished and time.monotonic() < deadline:
-        time.sleep(0.5)
-        run = instance.get_run_by_id(run_id)
-    return run
-
-
 def answer(
     run_id: str,
     status: str,
@@ -156,6 +167,7 @@ def answer(
         The exit code: 0, `EXIT_NOT_FOUND` or `EXIT_CONFLICT` (also: permission denied).
     """
     from airwave_dagster.cli import launcher
+    from airwave_dagster.suspension import end_suspended, wait_until_stopped
 
     instance = console.instance()
     interrupt = find_interrupt(instance, run_id)
@@ -176,6 +188,12 @@ def answer(
         console.error(str(error))
         return EXIT_CONFLICT
     stores = environment.open_project_stores()
+    if _canceled_meanwhile(instance, interrupt, by=identity):
+        message = f"conflict: run {interrupt.run_id} was canceled; nothing is left to answer"
+        if as_json:
+            sys.stdout.write(json.dumps({"run_id": run_id, "conflict": "canceled"}) + "\n")
+        console.error(message)
+        return EXIT_CONFLICT
     won, row = stores.approvals.resolve(
         interrupt.id,
         "approved" if status == "approve" else "rejected",
@@ -183,15 +201,28 @@ def answer(
         reason=reason,
     )
     if not won:
+        if row.status == "expired":
+            end_suspended(instance, row.run_id, approved=False, message=row.describe())
         message = f"conflict: already {row.describe()}"
         if as_json:
             sys.stdout.write(json.dumps({"run_id": run_id, "conflict": row.describe()}) + "\n")
         console.error(message)
         return EXIT_CONFLICT
+    # The gate records its question a moment before its run is SUSPENDED: the answer ends or
+    # resumes the run once it is.
+    wait_until_stopped(instance, row.run_id, _RUN_END_SECONDS)
     instance.add_run_tags(
         row.run_id, {AWAITING_APPROVAL_TAG: row.describe(), STATUS_TAG: row.status}
     )
     if row.status == "rejected":
+        end_suspended(
+            instance,
+            row.run_id,
+            approved=False,
+            message=f"{row.describe()}"
+            + (f" ({row.reason})" if row.reason else "")
+            + ": the run tree ends here; nothing was written",
+        )
         console.stdout.print(
             f"{row.describe()}: run tree {row.root_run_id} ends here; nothing was written",
             highlight=False,
@@ -199,7 +230,6 @@ def answer(
         if as_json:
             sys.stdout.write(json.dumps({"run_id": run_id, "status": row.status}) + "\n")
         return 0
-    _wait_until_finished(instance, row.run_id)
     with console.target_for(server) as target:
         try:
             continuation = starts.resume(target, row.run_id)
@@ -210,6 +240,12 @@ def answer(
             )
             return 1
         stores.approvals.record_continuation(row.id, continuation.run_id)
+        end_suspended(
+            instance,
+            row.run_id,
+            approved=True,
+            message=f"{row.describe()}; continued as run {continuation.run_id}",
+        )
         console.stdout.print(
             f"{row.describe()}; continuing as run {continuation.run_id}", highlight=False
         )

@@ -321,9 +321,11 @@ def _watch(instance: Any, run_id: str, target: starts.Target | None) -> launcher
 
 
 def _queued_or_finished(watch: launcher.RunWatch) -> bool | None:
-    """None once the run finished (or is gone); else whether it still waits in the queue."""
+    """None once the run stopped (or is gone); else whether it still waits in the queue."""
+    from airwave_dagster.suspension import has_stopped
+
     current = watch.run()
-    if current is None or current.is_finished:
+    if current is None or has_stopped(current):
         return None
     return bool(current.status.value in ("QUEUED", "NOT_STARTED"))
 

@@ -27,6 +27,7 @@ from airwave_dagster.cli.environment import airwave_home, open_project_stores, w
 from airwave_dagster.cli.outages import patiently
 from airwave_dagster.cli.starts import WILL_RETRY_TAG, ConfigInvalid, LaunchRefused, RunInfo
 from airwave_dagster.run_tags import CANCEL_REASON_TAG, IDEMPOTENCY_TAG
+from airwave_dagster.suspension import has_stopped
 
 LOCATION_NAME = "airwave"
 _DAEMON_FRESH_SECONDS = 60
@@ -210,7 +211,7 @@ class RunWatch:
         """
         waiting_for = f"run {self.run_id}"
         run = patiently(partial(self.instance.get_run_by_id, self.run_id), waiting_for=waiting_for)
-        if run is None or run.is_finished:
+        if run is None or has_stopped(run):
             return run
         now = time.monotonic()
         if (
@@ -244,13 +245,13 @@ def wait_for_run(
     poll_seconds: float = 0.5,
     take_if_unserved: Callable[[str], str | None] | None = None,
 ) -> dg.DagsterRun:
-    """Block until the run reaches a finished status and return it (see `RunWatch`)."""
+    """Block until the run finished or is SUSPENDED at an approval gate; return it (`RunWatch`)."""
     watch = RunWatch(instance, run_id, take_if_unserved)
     while True:
         run = watch.run()
         if run is None:
             raise LookupError(f"run {run_id} not found")
-        if run.is_finished:
+        if has_stopped(run):
             return run
         time.sleep(poll_seconds)
 
@@ -579,6 +580,10 @@ def cancel(
         terminated = True
     elif run.status.value in ("QUEUED", "NOT_STARTED"):
         instance.report_run_canceled(run, message=f"Canceled before it started: {reason}")
+        terminated = True
+    elif run.status == dg.DagsterRunStatus.SUSPENDED:
+        # Waiting at an approval gate: no worker to stop (its interrupt is closed by the caller).
+        instance.report_run_canceled(run, message=f"Canceled while waiting for approval: {reason}")
         terminated = True
     else:
         try:

@@ -176,13 +176,16 @@ def dry_run_cell(value: str | None) -> str:
 
 
 def status_cell(status: str, airwave_status: str | None) -> str:
-    """Dagster's status, except a run stopped at an approval gate, which is waiting, not failed.
+    """Dagster's status, except a run waiting at an approval gate: `AWAITING APPROVAL`.
+
+    Such a run is SUSPENDED (airwave_dagster/suspension.py); one stopped by a release before
+    that is FAILURE with the `awaiting-approval` status tag, and waits just the same.
 
     Args:
         status: The run's Dagster status.
         airwave_status: Its `STATUS_TAG`, if it has one.
     """
-    if status == "FAILURE" and airwave_status == AWAITING_APPROVAL:
+    if status == "SUSPENDED" or (status == "FAILURE" and airwave_status == AWAITING_APPROVAL):
         return "AWAITING APPROVAL"
     return status
 

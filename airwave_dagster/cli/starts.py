@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from resources.run_starts import RunStarts
 
 FINISHED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})
-RESUMABLE = frozenset({"FAILURE", "CANCELED"})
+RESUMABLE = frozenset({"FAILURE", "CANCELED", "SUSPENDED"})
+"""Failed, canceled, or suspended at an approval gate (durability/resume.py's `RESUMABLE`)."""
 WILL_RETRY_TAG = "dagster/will_retry"
 _KEY_LIMIT = 200
 """Dagster tag values are short; longer keys are cut (the slot table keeps the whole key)."""

@@ -1,9 +1,11 @@
-"""The project's Dagster instance: every "re-execute from failure" is a complete resume.
+"""The project's Dagster instance: complete resumes, and runs that wait at a gate SUSPENDED.
 
 `dagster.yaml` names this class (`instance_class`), so the webserver (UI and GraphQL), the daemon
 (automatic run retries) and the `airwave` CLI all re-execute through `create_resume_run`: the
 mapped steps a crash never started are included, and a re-execution whose op code versions
-changed is refused before any run is created.
+changed is refused before any run is created. A run stopped at an approval gate is stored as
+SUSPENDED instead of failed (`airwave_dagster/suspension.py`), and can be resumed like a failed
+one.
 
 Loaded by every Dagster process of the instance, it is also where the daemon's idle sensor ticks
 are kept off the terminal (`quiet_idle_sensor_ticks`).
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from dagster._core.execution.plan.resume_retry import ReexecutionStrategy
@@ -21,8 +23,13 @@ from dagster._core.remote_representation.code_location import CodeLocation
 from dagster._core.remote_representation.external import RemoteJob
 from dagster._core.workspace.context import BaseWorkspaceRequestContext
 
-from airwave_dagster.durability.resume import create_resume_run
+from airwave_dagster.durability.resume import RESUMABLE, create_resume_run
 from airwave_dagster.durability.versions import refuse_if_changed
+from airwave_dagster.suspension import instead_of_failure
+
+if TYPE_CHECKING:
+    from dagster._core.events import DagsterEventBatchMetadata
+    from dagster._core.events.log import EventLogEntry
 
 IDLE_SKIP_REASONS = (
     "no new lineup files",  # sensors/lineup_upload.py, an empty inbox
@@ -70,7 +77,8 @@ def quiet_idle_sensor_ticks() -> None:
 
 
 class AirwaveInstance(dg.DagsterInstance):
-    """`DagsterInstance` whose from-failure re-execution is complete and version-guarded."""
+    """`DagsterInstance` whose from-failure re-execution is complete and version-guarded, and
+    whose runs stopped at an approval gate are SUSPENDED."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """A plain instance; the daemon's idle sensor ticks stay off the terminal."""
@@ -89,6 +97,18 @@ class AirwaveInstance(dg.DagsterInstance):
 
         return InstanceRef.config_defaults(base_dir)
 
+    def handle_new_event(
+        self,
+        event: EventLogEntry,
+        *,
+        batch_metadata: DagsterEventBatchMetadata | None = None,
+    ) -> None:
+        """Store the event; a run failure is first checked for a gate's stop (suspension.py)."""
+        failure = dg.DagsterEventType.RUN_FAILURE
+        if event.dagster_event is not None and event.dagster_event.event_type == failure:
+            event = instead_of_failure(event, self.get_run_by_id(event.run_id))
+        super().handle_new_event(event, batch_metadata=batch_metadata)
+
     def create_reexecuted_run(
         self,
         *,
@@ -103,10 +123,10 @@ class AirwaveInstance(dg.DagsterInstance):
     ) -> dg.DagsterRun:
         """Complete resume for FROM_FAILURE; Dagster's own behaviour for the other strategies."""
         if strategy == ReexecutionStrategy.FROM_FAILURE:
-            if parent_run.status not in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED):
+            if parent_run.status not in RESUMABLE:
                 raise dg.DagsterInvariantViolationError(
-                    f"run {parent_run.run_id} is {parent_run.status.value}: only failed or "
-                    "canceled runs can be resumed"
+                    f"run {parent_run.run_id} is {parent_run.status.value}: only failed, "
+                    "canceled or suspended runs can be resumed"
                 )
             return create_resume_run(
                 self,

@@ -38,6 +38,10 @@ from airwave_dagster.durability.versions import refuse_if_changed
 from airwave_dagster.run_tags import ADDED_STEPS_TAG, CONFIG_CHANGED_TAG, RESUMED_FROM_TAG
 
 UNRESOLVED_SUFFIX = "[?]"
+RESUMABLE = frozenset(
+    {dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED, dg.DagsterRunStatus.SUSPENDED}
+)
+"""Statuses a run can be resumed from: failed, canceled, or suspended at an approval gate."""
 
 
 def _produced_step_keys(state: PastExecutionState | None) -> set[str]:
@@ -53,7 +57,15 @@ def complete_selection(
     instance: dg.DagsterInstance, parent_run: dg.DagsterRun
 ) -> tuple[list[str], list[str], KnownExecutionState]:
     """(steps to execute, steps Dagster's own from-failure would have missed, known state)."""
-    base, _ = KnownExecutionState.build_resume_retry_reexecution(instance, parent_run)
+    # Dagster's selection reads the run's event log and accepts only failed or canceled runs; a
+    # SUSPENDED run (stopped at an approval gate, airwave_dagster/suspension.py) has the same log
+    # as the failed run it used to be stored as, so it is read as one.
+    as_ended = (
+        parent_run.with_status(dg.DagsterRunStatus.FAILURE)
+        if parent_run.status == dg.DagsterRunStatus.SUSPENDED
+        else parent_run
+    )
+    base, _ = KnownExecutionState.build_resume_retry_reexecution(instance, as_ended)
     known = KnownExecutionState.build_for_reexecution(instance, parent_run)
     if parent_run.execution_plan_snapshot_id is None:
         raise dg.DagsterInvariantViolationError(f"run {parent_run.run_id} has no execution plan")

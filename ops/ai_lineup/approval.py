@@ -3,9 +3,10 @@
 Numbering writes nothing (it computes against the state the wipe will leave), so the gate can
 show the real diff — removed, created, unchanged and renumbered channels with their numbers — and
 the expected build cost before anything is deleted or paid for. A gate that must ask records ONE
-interrupt row (`resources/stores/approvals.py`) and ends its run with an explained failure: no
-process and no queue slot is held while a person decides. Dagster OSS has no paused status, so
-the run's `airwave/status` tag says `awaiting-approval`. `airwave approve RUN_ID`, or the
+interrupt row (`resources/stores/approvals.py`) and ends its step with an explained failure; the
+run is then stored as SUSPENDED (airwave_dagster/suspension.py): no process and no queue slot is
+held while a person decides, and the run's `airwave/status` tag says `awaiting-approval`.
+`airwave approve RUN_ID`, or the
 `answer_approval` job launched from the UI, resolves the row and resumes the same run tree;
 every completed step (the plan included) is replayed from its checkpoint, the gate step runs
 again, finds the approval and lets the writes proceed.
@@ -38,6 +39,7 @@ from airwave_dagster.domain.ai.prompts import (
 )
 from airwave_dagster.domain.ai.tools import tool_definitions_api
 from airwave_dagster.run_tags import AWAITING_APPROVAL, AWAITING_APPROVAL_TAG, STATUS_TAG
+from airwave_dagster.suspension import GATE_STOP_PREFIX
 from ops.ai_lineup.checkpoints import (
     BUILD_CONCURRENCY,
     AnalyzedLibrary,
@@ -381,8 +383,9 @@ def pass_gate(
     a closed one (rejected, canceled, expired) or another gate's fails for good; `never`,
     a pre-approval (`pre_approved`) or `auto_when_nothing_removed` with nothing removed
     passes without asking. Otherwise it records ONE interrupt (payload: what `airwave
-    approvals show` prints), tags the run `airwave/awaiting_approval` and ENDS the run with
-    a failure that starts `AWAITING APPROVAL (gate_id)`: no process waits.
+    approvals show` prints), tags the run `airwave/awaiting_approval` and fails the step with
+    a description that starts `AWAITING APPROVAL (gate_id)`, which the instance turns into the
+    run's SUSPENDED status (airwave_dagster/suspension.py): no process waits.
 
     Returns:
         (decision — approved, never, confirm_wipe or auto —, who approved it).
@@ -426,7 +429,7 @@ def pass_gate(
         on_stop(interrupt)
     raise dg.Failure(
         description=(
-            f"AWAITING APPROVAL ({gate_id}): {question}. Nothing was written and this run "
+            f"{GATE_STOP_PREFIX}{gate_id}): {question}. Nothing was written and this run "
             f"holds no worker. {_commands(context.run_id)}"
         ),
         metadata=dict(metadata),
@@ -449,7 +452,7 @@ def approve_lineup(
     Nothing has been written when this runs. If the policy needs an answer (`approval:
     required`, or an AI channel/package on air would be removed under the default
     `auto_when_nothing_removed`), it records one interrupt row, tags the run
-    `airwave/awaiting_approval` and ENDS the run — no process waits. `airwave approve RUN_ID`
+    `airwave/awaiting_approval` and SUSPENDS the run — no process waits. `airwave approve RUN_ID`
     continues the same run tree from here (the plan is replayed, never paid again);
     `airwave reject` ends it with nothing written. `confirm_wipe` is a pre-approval.
     """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -28,6 +29,13 @@ def _airwave(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
     return subprocess.run(
         [AIRWAVE, *args], env=env, capture_output=True, text=True, timeout=300, check=False
     )
+
+
+def _status(env: dict[str, str], run_id: str) -> str:
+    shown = _airwave(env, "runs", "show", run_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    status: str = json.loads(shown.stdout)["status"]
+    return status
 
 
 def _ai_names(store) -> set[str]:
@@ -130,6 +138,7 @@ def test_plan_diff_then_eight_concurrent_approvals_have_one_winner(
     tree = _airwave(env, "runs", "show", run_id, "--json")
     assert tree.returncode == 0
     assert tree.stdout.count('"parent": "' + run_id + '"') == 1  # one continuation run
+    assert json.loads(tree.stdout)["status"] == "SUCCESS"  # answered and continued
     assert _airwave(env, "approvals", "show", run_id).returncode == 4
 
 
@@ -144,9 +153,11 @@ def test_reject_writes_nothing_and_cancel_closes_the_approval(synced, store, cli
     )  # fmt: skip
     assert stopped.returncode == 3, stopped.stderr
     run_id = _wait_for_interrupt(store).run_id
+    assert _status(cli_env, run_id) == "SUSPENDED"  # waiting, not failed
     rejected = _airwave(cli_env, "reject", run_id, "--reason", "not tonight")
     assert rejected.returncode == 0, rejected.stderr
     assert _ai_names(store) == before
+    assert _status(cli_env, run_id) == "CANCELED"
     late = _airwave(cli_env, "approve", run_id)
     assert late.returncode == 4 and "conflict: already rejected by" in late.stderr
 
@@ -162,6 +173,7 @@ def test_reject_writes_nothing_and_cancel_closes_the_approval(synced, store, cli
     assert canceled.returncode == 0 and "canceled by" in canceled.stdout
     refused = _airwave(cli_env, "approve", run_id)
     assert refused.returncode == 4 and "conflict: already canceled by" in refused.stderr
+    assert _status(cli_env, run_id) == "CANCELED"
     assert _ai_names(store) == before
 
 

@@ -104,7 +104,7 @@ def test_runs_table_keeps_start_times_on_one_line_and_shows_dry_runs() -> None:
         {
             "run_id": f"{n}" * 8 + "-1111-2222-3333-444455556666",
             "job": "import_lineup",
-            "status": "FAILURE" if n == 3 else "SUCCESS",
+            "status": "SUSPENDED" if n == 3 else "SUCCESS",
             "airwave_status": "awaiting-approval" if n == 3 else None,
             "start_time": 1_796_000_000.0 + n,
             "started_by": "alice",
@@ -125,7 +125,8 @@ def test_runs_table_keeps_start_times_on_one_line_and_shows_dry_runs() -> None:
     # A run stopped at an approval gate waits; Dagster's FAILURE is not what the list says.
     statuses = [lines[r["run_id"]].split("│")[3].strip() for r in rows]
     assert statuses == ["SUCCESS", "SUCCESS", "AWAITING"], text  # "APPROVAL" on the next line
-    assert status_cell("FAILURE", "awaiting-approval") == "AWAITING APPROVAL"
+    assert status_cell("SUSPENDED", "awaiting-approval") == "AWAITING APPROVAL"
+    assert status_cell("FAILURE", "awaiting-approval") == "AWAITING APPROVAL"  # before SUSPENDED
     assert status_cell("FAILURE", None) == "FAILURE"
     assert started_cell(None) == ""
 

@@ -8,12 +8,15 @@ answer is the local operator's.
 
 from __future__ import annotations
 
+import time
+
 import dagster as dg
 import pytest
 import sqlalchemy as sa
 
 from airwave_dagster.cli import launcher
 from airwave_dagster.domain.permissions import LOCAL_OPERATOR
+from airwave_dagster.durability.run_launcher import process_alive, worker_pid
 from airwave_dagster.run_tags import AWAITING_APPROVAL, STARTED_BY_TAG, STATUS_TAG
 from resources.stores.approvals import ApprovalStore
 from tests.support.dagster_dev import Dev
@@ -34,8 +37,23 @@ def test_answer_approval_continues_the_tree_as_airwave_approve_does(
 ) -> None:
     stopped = fresh.launch_run("ai_lineup", {"ops": {"analyze_library": {"config": LINEUP}}})
     run = launcher.wait_for_run(fresh.instance, stopped)
-    assert run.status == dg.DagsterRunStatus.FAILURE
+    assert run.status == dg.DagsterRunStatus.SUSPENDED
     assert run.tags[STATUS_TAG] == AWAITING_APPROVAL
+    # Its worker ends (Dagster then reports a run it left unfinished as failed): the run stays
+    # SUSPENDED, holding no worker, and no failure event is stored.
+    pid = worker_pid(fresh.instance, stopped)
+    assert pid is not None
+    deadline = time.monotonic() + 60
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not process_alive(pid)
+    time.sleep(6)  # the code server's orphan check runs every few seconds
+    still = fresh.instance.get_run_by_id(stopped)
+    assert still is not None and still.status == dg.DagsterRunStatus.SUSPENDED
+    logged = fresh.instance.all_logs(stopped)
+    assert not [e for e in logged if e.dagster_event_type == dg.DagsterEventType.RUN_FAILURE]
+    suspended = [e for e in logged if e.dagster_event_type == dg.DagsterEventType.RUN_SUSPENDED]
+    assert len(suspended) == 1 and "AWAITING APPROVAL (approve-plan:v1)" in suspended[0].message
 
     config = {"run_id": stopped, "decision": "approve", "reason": "from the Launchpad"}
     answer_id = fresh.launch_run(
@@ -56,4 +74,50 @@ def test_answer_approval_continues_the_tree_as_airwave_approve_does(
     assert continuation.status == dg.DagsterRunStatus.SUCCESS
     assert continuation.parent_run_id == stopped
     assert continuation.tags[STARTED_BY_TAG] == LOCAL_OPERATOR
-    assert fresh.instance.get_run_by_id(stopped).tags[STATUS_TAG] == "approved"  # type: ignore[union-attr]
+    answered = fresh.instance.get_run_by_id(stopped)
+    assert answered is not None and answered.tags[STATUS_TAG] == "approved"
+    # Answered and continued, the stopped run has done its part.
+    assert answered.status == dg.DagsterRunStatus.SUCCESS
+
+
+TERMINATE = """
+mutation($id: String!, $policy: TerminateRunPolicy) {
+  terminateRun(runId: $id, terminatePolicy: $policy) {
+    __typename ... on TerminateRunFailure { message }
+  }
+}
+"""
+
+
+def test_a_suspended_run_force_terminated_in_the_ui_is_not_restarted_by_an_answer(
+    fresh: Dev, database_url: str
+) -> None:
+    stopped = fresh.launch_run("ai_lineup", {"ops": {"analyze_library": {"config": LINEUP}}})
+    run = launcher.wait_for_run(fresh.instance, stopped)
+    assert run.status == dg.DagsterRunStatus.SUSPENDED
+
+    # Dagster terminates only STARTED and QUEUED runs: the UI's plain Terminate is refused ...
+    safe = fresh.graphql(TERMINATE, {"id": stopped, "policy": "SAFE_TERMINATE"})["terminateRun"]
+    assert safe["__typename"] == "TerminateRunFailure" and "SUSPENDED" in safe["message"], safe
+    # ... its forced one marks the run CANCELED, with the question still open in our table.
+    forced = fresh.graphql(TERMINATE, {"id": stopped, "policy": "MARK_AS_CANCELED_IMMEDIATELY"})
+    assert forced["terminateRun"]["__typename"] == "TerminateRunSuccess", forced
+    canceled = fresh.instance.get_run_by_id(stopped)
+    assert canceled is not None and canceled.status == dg.DagsterRunStatus.CANCELED
+
+    config = {"run_id": stopped, "decision": "approve", "reason": "too late"}
+    answer_id = fresh.launch_run(
+        "answer_approval", {"ops": {"resolve_interrupt": {"config": config}}}
+    )
+    answer = launcher.wait_for_run(fresh.instance, answer_id)
+    assert answer.status == dg.DagsterRunStatus.FAILURE
+    messages = launcher.failure_messages(fresh.instance, answer_id)
+    assert any("was canceled; nothing is left to answer" in m for m in messages), messages
+    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
+    try:
+        interrupt = ApprovalStore(engine).find(stopped)
+    finally:
+        engine.dispose()
+    assert interrupt is not None and interrupt.status == "canceled"
+    assert interrupt.continuation_run_id is None
+    assert [r.run_id for r in launcher.run_tree(fresh.instance, stopped)] == [stopped]

@@ -138,7 +138,8 @@ class Stack:
     def finished(self, run_id: str, timeout: float = 420) -> tuple[str, dict[str, str]]:
         def done() -> tuple[str, dict[str, str]] | None:
             status, tags = self.run(run_id)
-            return (status, tags) if status in ("SUCCESS", "FAILURE", "CANCELED") else None
+            stopped = ("SUCCESS", "FAILURE", "CANCELED", "SUSPENDED")
+            return (status, tags) if status in stopped else None
 
         result: tuple[str, dict[str, str]] = wait_for(done, timeout, f"run {run_id}", poll=1)
         return result
@@ -305,7 +306,7 @@ def test_an_approver_answers_from_the_launchpad_and_the_interrupt_records_them(
     assert launched["__typename"] == "LaunchRunSuccess", launched
     run_id = launched["run"]["runId"]
     status, tags = stack.finished(run_id)
-    assert status == "FAILURE" and tags[STATUS_TAG] == AWAITING_APPROVAL, tags
+    assert status == "SUSPENDED" and tags[STATUS_TAG] == AWAITING_APPROVAL, tags
 
     # Otto may launch an answer but approves only rollbacks: the op refuses, nothing changes.
     answer = {"ops": {"resolve_interrupt": {"config": {"run_id": run_id, "decision": "approve"}}}}
@@ -316,7 +317,9 @@ def test_an_approver_answers_from_the_launchpad_and_the_interrupt_records_them(
 
     page = _page_as(browser, stack, "abe")
     page.goto(f"{stack.proxy.url}/runs/{run_id}")
-    # The run page: the gate's diff as a table, and the tag saying it waits (not failed).
+    # The run page: Dagster's Suspended badge, the gate's diff as a table, and the tag saying it
+    # waits for approval.
+    _expect_visible(page.get_by_text("Suspended", exact=True).first)
     _expect_visible(page.get_by_text("AWAITING APPROVAL").first)
     for table in ("lineup diff", "approval summary"):
         _expect_visible(page.get_by_text(table, exact=True).first)
@@ -341,6 +344,8 @@ def test_an_approver_answers_from_the_launchpad_and_the_interrupt_records_them(
     assert interrupt.continuation_run_id
     status, tags = stack.finished(interrupt.continuation_run_id)
     assert status == "SUCCESS" and tags[STARTED_BY_TAG] == "abe", tags
+    status, tags = stack.run(run_id)
+    assert status == "SUCCESS" and tags[STATUS_TAG] == "approved", (status, tags)
 
     # One answer wins, whichever surface comes second: a UI answer after it fails naming it...
     again = stack.launch(
