@@ -1,12 +1,14 @@
 """Executor benchmark: the 50-channel import on multiprocess, on threads and on two celery workers.
 
 `executors_section(instance, run_import)` runs inside `bench/run.py`, with its Plex emulator (same
-latency for every run), database and lineup file. The production `import_lineup` job runs three
+latency for every run), database and lineup file. The production `import_lineup` job runs four
 times, one run after the other in this process (the run worker): first on the multiprocess
 executor (forkserver, at most 4 builds at once), then with `AIRWAVE_EXECUTOR=threads` (4 step
-threads of this process), then with `AIRWAVE_EXECUTOR=celery` on two `airwave worker` processes
-of concurrency 2 (also 4 builds at once) over the machine's Redis. The workers
-are started before the celery run and are not part of its wall time: being long-lived, they are
+threads of this process), then on threads again with a new event-log connection per event
+(Dagster's storage as it comes, side by side with the kept connections), then with
+`AIRWAVE_EXECUTOR=celery` on two `airwave worker` processes of concurrency 2 (also 4 builds at
+once) over the machine's Redis. The workers are started before the celery run and are not part
+of its wall time: being long-lived, they are
 meant to save the process start of every step. Memory is the proportional set size (PSS) summed
 over every process of a run (this process, its forkserver and step processes, the workers and
 their pool children; not Postgres or the emulator), sampled every 0.25 s.
@@ -24,7 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -250,6 +252,10 @@ def executors_section(
     multiprocess = _measured(instance, run_import, [os.getpid()], exclude)
     with _exported({settings.EXECUTOR_ENV: "threads"}):
         threads = _measured(instance, run_import, [os.getpid()], exclude)
+        # Side by side: the same threads run with Dagster's storage as it comes, a new event-log
+        # connection per event (the run worker is this process, so the patch reaches it).
+        with _connection_per_event():
+            per_event = _measured(instance, run_import, [os.getpid()], exclude)
     queue = f"airwave_bench_{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory() as tmp:
         workers_started = time.perf_counter()
@@ -260,7 +266,22 @@ def executors_section(
                 instance, run_import, [os.getpid(), *(w.pid for w in workers)], exclude
             )
     load_after = os.getloadavg()
-    return render_section(multiprocess, celery, workers_ready, load_before, load_after, threads)
+    return render_section(
+        multiprocess, celery, workers_ready, load_before, load_after, threads, per_event=per_event
+    )
+
+
+@contextmanager
+def _connection_per_event() -> Iterator[None]:
+    """The threads executor without `kept_event_connections` while the block runs."""
+    import ops.threads_executor as threads_executor
+
+    kept = threads_executor.kept_event_connections
+    threads_executor.kept_event_connections = lambda *_: nullcontext()  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        threads_executor.kept_event_connections = kept
 
 
 def render_section(
@@ -271,6 +292,7 @@ def render_section(
     load_after: tuple[float, float, float],
     threads: dict[str, Any] | None = None,
     measured: str | None = None,
+    per_event: dict[str, Any] | None = None,
 ) -> str:
     """The BENCHMARKS.md section of one comparison's figures (`measured`: when, default now)."""
     when = measured or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -284,6 +306,7 @@ def render_section(
         for name, m in (
             ("multiprocess (forkserver, 4 at once)", multiprocess),
             *([("threads (of the run worker, 4 at once)", threads)] if threads else []),
+            *([("threads, a new event-log connection per event", per_event)] if per_event else []),
             (f"celery ({WORKERS} workers of {WORKER_CONCURRENCY}, Redis)", celery),
         )
     ]
@@ -298,14 +321,26 @@ def render_section(
         if threads
         else []
     )
-    samples = ", ".join(str(run["samples"]) for run in (multiprocess, threads, celery) if run)
+    if threads and per_event:
+        threads_line += [
+            "Threads with the run worker's event-log connections kept (`kept_event_connections`, "
+            "resources/event_storage.py) / with a new connection per event, as Dagster's "
+            f"Postgres storage comes: **{threads['wall_s'] / per_event['wall_s']:.3f}x** wall "
+            f"time; orchestration / step {threads['orchestration_s']:.2f} s vs "
+            f"{per_event['orchestration_s']:.2f} s.",
+            "",
+        ]
+    samples = ", ".join(
+        str(run["samples"]) for run in (multiprocess, threads, per_event, celery) if run
+    )
     lines = [
         "## import_lineup on multiprocess, threads and celery: 50 channels, same emulator latency",
         "",
         f"Measured {when} on {os.cpu_count()} "
         f"cores. Reproduce with `make bench` (everything) or `.venv/bin/python -m bench.run "
         f"--only executors` (this section). The runs in one process, multiprocess first, "
-        f"{'then threads, ' if threads else ''}celery last; the "
+        f"{'then threads, ' if threads else ''}"
+        f"{'then threads with a connection per event, ' if per_event else ''}celery last; the "
         f"celery workers ({WORKERS}, concurrency {WORKER_CONCURRENCY} each) started in "
         f"{workers_ready:.1f} s before their run and are not in its wall time.",
         "",

@@ -11,6 +11,9 @@ step process does (`MultiprocessExecutorChildProcessCommand`): a sub-plan of tha
 handed to the orchestrating thread. What a step no longer pays is the process: a forkserver
 child, `DagsterInstance.from_ref` and a second code-location load per step.
 
+Every step's events are stored from this one process, so for the run its instance keeps a few
+event-log connections open instead of opening one per event (`kept_event_connections`).
+
 Three things Dagster does per step assume a step owns its process, and are changed for the run:
 
 - A step's log manager has the instance build the `dagster.yaml` log handlers, through
@@ -65,6 +68,8 @@ from dagster._core.log_manager import DagsterLogManager
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
 from dagster._utils.error import SerializableErrorInfo, serializable_error_info_from_exc_info
+
+from resources.event_storage import kept_event_connections
 
 STOP_GRACE_SECONDS = 15.0
 """How long a terminated run waits for its in-flight steps before it ends without them.
@@ -304,6 +309,10 @@ class ThreadsExecutor(Executor):
         with ExitStack() as stack:
             stack.enter_context(thread_bound_log_capture())
             stack.enter_context(yaml_handlers_once(plan_context.instance))
+            # Every step's events are written from this process: over kept connections.
+            stack.enter_context(
+                kept_event_connections(plan_context.instance, self.max_concurrent + 1)
+            )
             pools = stack.enter_context(
                 InstanceConcurrencyContext(plan_context.instance, plan_context.dagster_run)
             )
