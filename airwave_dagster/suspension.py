@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Protocol
 
 import dagster as dg
 from dagster._core.events import EngineEventData, JobFailureData
 from dagster._core.events.log import EventLogEntry
 
-from airwave_dagster.run_tags import AWAITING_APPROVAL, STATUS_TAG
+from airwave_dagster.run_tags import AWAITING_APPROVAL, AWAITING_APPROVAL_TAG, STATUS_TAG
 
 GATE_STOP_PREFIX = "AWAITING APPROVAL ("
 """How the gate's step failure description starts (followed by the gate id)."""
@@ -103,6 +104,58 @@ def instead_of_failure(entry: EventLogEntry, run: dg.DagsterRun | None) -> Event
         message=message,
     )
     return entry._replace(dagster_event=replacement, user_message=message, level=logging.INFO)
+
+
+class Answer(Protocol):
+    """An interrupt row as an answer left it (`resources/stores/approvals.py::Interrupt`)."""
+
+    @property
+    def run_id(self) -> str:
+        """The run the gate stopped."""
+        ...
+
+    @property
+    def status(self) -> str:
+        """`approved` or `rejected`."""
+        ...
+
+    @property
+    def reason(self) -> str | None:
+        """Why, as the answer gave it."""
+        ...
+
+    def describe(self) -> str:
+        """ "approved by alice at …"."""
+        ...
+
+
+def answered(
+    instance: dg.DagsterInstance, answer: Answer, timeout: float = 120.0
+) -> dg.DagsterRun | None:
+    """What every answer that won does to the stopped run before its own next step.
+
+    Waits for the run to be SUSPENDED (`wait_until_stopped`), tags it with the answer and, for
+    a rejection, ends it CANCELED. An approval's caller resumes the tree, then ends the run with
+    `end_suspended(approved=True)`.
+
+    Returns:
+        The run as it was once stopped (None if there is no such run).
+    """
+    stopped = wait_until_stopped(instance, answer.run_id, timeout)
+    described = answer.describe()
+    instance.add_run_tags(
+        answer.run_id, {AWAITING_APPROVAL_TAG: described, STATUS_TAG: answer.status}
+    )
+    if answer.status == "rejected":
+        end_suspended(
+            instance,
+            answer.run_id,
+            approved=False,
+            message=described
+            + (f" ({answer.reason})" if answer.reason else "")
+            + ": the run tree ends here; nothing was written",
+        )
+    return stopped
 
 
 def end_suspended(

@@ -28,12 +28,10 @@ from pydantic import Field
 from airwave_dagster.permissions import JOB_PERMISSIONS, load_policy, started_by_tags
 from airwave_dagster.run_tags import (
     ANSWER_APPROVAL_JOB,
-    AWAITING_APPROVAL_TAG,
     JOB_TAG,
     STARTED_BY_TAG,
-    STATUS_TAG,
 )
-from airwave_dagster.suspension import end_suspended, has_stopped, wait_until_stopped
+from airwave_dagster.suspension import answered, end_suspended, has_stopped
 from resources.database import DatabaseResource
 
 _RUN_END_SECONDS = 120.0
@@ -66,13 +64,6 @@ class _Origin(WorkspaceLoadTarget):
 
 def _refuse(description: str) -> dg.Failure:
     return dg.Failure(description=description, allow_retries=False)
-
-
-def _stopped(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun:
-    run = wait_until_stopped(instance, run_id, _RUN_END_SECONDS)
-    if run is None or not has_stopped(run):
-        raise _refuse(f"run {run_id} has not stopped; answer again once it has")
-    return run
 
 
 def continue_tree(
@@ -149,23 +140,17 @@ def resolve_interrupt(
             end_suspended(instance, row.run_id, approved=False, message=row.describe())
         raise _refuse(f"conflict: already {row.describe()}")
     # As `airwave approve`: the answer ends or resumes the run once it is SUSPENDED.
-    stopped = _stopped(instance, row.run_id)
-    instance.add_run_tags(
-        row.run_id, {AWAITING_APPROVAL_TAG: row.describe(), STATUS_TAG: row.status}
-    )
+    stopped = answered(instance, row, _RUN_END_SECONDS)
     if row.status == "rejected":
-        end_suspended(
-            instance,
-            row.run_id,
-            approved=False,
-            message=f"{row.describe()}"
-            + (f" ({row.reason})" if row.reason else "")
-            + ": the run tree ends here; nothing was written",
-        )
         context.log.info(
             f"{row.describe()}: run tree {row.root_run_id} ends here; nothing was written"
         )
         return
+    if stopped is None or not has_stopped(stopped):
+        raise _refuse(
+            f"{row.describe()}, but run {row.run_id} has not stopped: "
+            f"`airwave runs resume {row.run_id}` continues it once it has."
+        )
     try:
         continuation = continue_tree(instance, stopped, principal)
     except Exception as error:

@@ -167,7 +167,7 @@ def answer(
         The exit code: 0, `EXIT_NOT_FOUND` or `EXIT_CONFLICT` (also: permission denied).
     """
     from airwave_dagster.cli import launcher
-    from airwave_dagster.suspension import end_suspended, wait_until_stopped
+    from airwave_dagster.suspension import answered, end_suspended
 
     instance = console.instance()
     interrupt = find_interrupt(instance, run_id)
@@ -210,19 +210,8 @@ def answer(
         return EXIT_CONFLICT
     # The gate records its question a moment before its run is SUSPENDED: the answer ends or
     # resumes the run once it is.
-    wait_until_stopped(instance, row.run_id, _RUN_END_SECONDS)
-    instance.add_run_tags(
-        row.run_id, {AWAITING_APPROVAL_TAG: row.describe(), STATUS_TAG: row.status}
-    )
+    answered(instance, row, _RUN_END_SECONDS)
     if row.status == "rejected":
-        end_suspended(
-            instance,
-            row.run_id,
-            approved=False,
-            message=f"{row.describe()}"
-            + (f" ({row.reason})" if row.reason else "")
-            + ": the run tree ends here; nothing was written",
-        )
         console.stdout.print(
             f"{row.describe()}: run tree {row.root_run_id} ends here; nothing was written",
             highlight=False,
