@@ -6,10 +6,10 @@ from typing import Any
 
 import dagster as dg
 import pytest
-import sqlalchemy as sa
 from dagster_postgres.event_log import PostgresEventLogStorage
 
 from resources.event_storage import APPLICATION_NAME, kept_event_connections
+from tests.support.homes import query
 
 pytestmark = [pytest.mark.postgres]
 
@@ -28,31 +28,21 @@ def _run(instance: dg.DagsterInstance) -> dg.DagsterRun:
 
 def _backend_starts(database_url: str) -> int:
     """Connections Postgres has started for the test database so far (its session counter)."""
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            value = conn.execute(
-                sa.text("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
-            ).scalar_one()
-    finally:
-        engine.dispose()
-    return int(value)
+    (row,) = query(
+        database_url, "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+    )
+    return int(row.sessions)
 
 
 def _terminate_kept(database_url: str) -> int:
-    engine = sa.create_engine(database_url, poolclass=sa.pool.NullPool)
-    try:
-        with engine.begin() as conn:
-            killed = conn.execute(
-                sa.text(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND application_name = :name"
-                ),
-                {"name": APPLICATION_NAME},
-            ).scalar_one()
-    finally:
-        engine.dispose()
-    return int(killed)
+    """Cut the kept connections (as a Postgres restart would); how many there were."""
+    (row,) = query(
+        database_url,
+        "SELECT count(pg_terminate_backend(pid)) AS killed FROM pg_stat_activity "
+        "WHERE datname = current_database() AND application_name = :name",
+        {"name": APPLICATION_NAME},
+    )
+    return int(row.killed)
 
 
 def test_events_reuse_kept_connections_survive_a_cut_and_the_engine_comes_back(
