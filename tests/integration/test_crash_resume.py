@@ -26,7 +26,9 @@ from tests.support.standalone import CHANNELS_WITH_CLAIMS, claim_ledger
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 
-CHANNELS = 8
+CHANNELS = 16
+"""Four builds run at once: at a kill after two are done, at least half of these never started
+(with 8, a loaded machine's worker had dispatched them all before its STEP_START events showed)."""
 NO_AUTO_RESUME = {"dagster/max_retries": "0"}
 
 

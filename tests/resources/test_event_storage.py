@@ -6,9 +6,10 @@ from typing import Any
 
 import dagster as dg
 import pytest
+import sqlalchemy as sa
 from dagster_postgres.event_log import PostgresEventLogStorage
 
-from resources.event_storage import APPLICATION_NAME, kept_event_connections
+from resources.event_storage import kept_event_connections
 from tests.support.homes import query
 
 pytestmark = [pytest.mark.postgres]
@@ -26,23 +27,10 @@ def _run(instance: dg.DagsterInstance) -> dg.DagsterRun:
     return instance.create_run_for_job(probe)
 
 
-def _backend_starts(database_url: str) -> int:
-    """Connections Postgres has started for the test database so far (its session counter)."""
-    (row,) = query(
-        database_url, "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
-    )
-    return int(row.sessions)
-
-
-def _terminate_kept(database_url: str) -> int:
-    """Cut the kept connections (as a Postgres restart would); how many there were."""
-    (row,) = query(
-        database_url,
-        "SELECT count(pg_terminate_backend(pid)) AS killed FROM pg_stat_activity "
-        "WHERE datname = current_database() AND application_name = :name",
-        {"name": APPLICATION_NAME},
-    )
-    return int(row.killed)
+def _terminate(database_url: str, pid: int) -> bool:
+    """Cut one connection (as a Postgres restart would)."""
+    (row,) = query(database_url, "SELECT pg_terminate_backend(:pid) AS cut", {"pid": pid})
+    return bool(row.cut)
 
 
 def test_events_reuse_kept_connections_survive_a_cut_and_the_engine_comes_back(
@@ -58,23 +46,27 @@ def test_events_reuse_kept_connections_survive_a_cut_and_the_engine_comes_back(
         for n in range(count):
             instance.report_engine_event(f"probe event {n}", run)
 
-    write(3)  # warm: the storage's own engine, a connection per event
-    before = _backend_starts(database_url)
-    write(20)
-    unpooled = _backend_starts(database_url) - before - 1  # minus the counting query's own
+    def connects(engine: sa.Engine, backends: list[int]) -> None:
+        """Record the backend pid of every connection `engine` opens from now on."""
+        sa.event.listen(
+            engine, "connect", lambda dbapi, _: backends.append(dbapi.get_backend_pid())
+        )
 
+    unpooled: list[int] = []
+    connects(original, unpooled)
+    write(20)
+    pooled: list[int] = []
     with kept_event_connections(instance, 2):
         assert storage._engine is not original
-        before = _backend_starts(database_url)
+        connects(storage._engine, pooled)
         write(20)
-        pooled = _backend_starts(database_url) - before - 1
         # A Postgres restart or an administrator cuts the kept connection: the next write
         # notices (pre-ping) and opens another instead of failing.
-        assert _terminate_kept(database_url) == 1
+        assert len(pooled) == 1 and _terminate(database_url, pooled[0])
         write(1)
     assert storage._engine is original
 
-    assert unpooled >= 20, unpooled
-    assert pooled <= 1, pooled
+    assert len(unpooled) >= 20, unpooled  # Dagster's storage: a connection per event
+    assert len(pooled) == 2, pooled  # one kept for 20 events, one after the cut
     logged = [e for e in instance.all_logs(run.run_id) if (e.message or "").startswith("probe")]
-    assert len(logged) == 3 + 20 + 20 + 1
+    assert len(logged) == 20 + 20 + 1
