@@ -119,11 +119,11 @@ class Settings(BaseSettings):
         description="Messages API address (the local stub in tests); unset means Anthropic's.",
     )
     executor: Literal["multiprocess", "threads", "celery"] = Field(
-        default="multiprocess",
+        default="threads",
         validation_alias=EXECUTOR_ENV,
         description=(
-            "How the fan-out jobs run their steps: `multiprocess` (a process per step), "
-            "`threads` (a thread of the run worker per step) or `celery` (on `airwave worker`s)."
+            "How the fan-out jobs run their steps: `threads` (a thread of the run worker per "
+            "step), `multiprocess` (a process per step) or `celery` (on `airwave worker`s)."
         ),
     )
     celery_broker_url: str | None = Field(

@@ -2,10 +2,11 @@
 
 `executors_section(instance, run_import)` runs inside `bench/run.py`, with its Plex emulator (same
 latency for every run), database and lineup file. The production `import_lineup` job runs four
-times, one run after the other in this process (the run worker): first on the multiprocess
-executor (forkserver, at most 4 builds at once), then with `AIRWAVE_EXECUTOR=threads` (4 step
-threads of this process), then on threads again with a new event-log connection per event
-(Dagster's storage as it comes, side by side with the kept connections), then with
+times, one run after the other in this process (the run worker): first with
+`AIRWAVE_EXECUTOR=multiprocess` (forkserver, at most 4 builds at once), then on threads (the
+default: 4 step threads of this process), then on threads again with a new event-log
+connection per event (Dagster's storage as it comes, side by side with the kept connections),
+then with
 `AIRWAVE_EXECUTOR=celery` on two `airwave worker` processes of concurrency 2 (also 4 builds at
 once) over the machine's Redis. The workers are started before the celery run and are not part
 of its wall time: being long-lived, they are
@@ -249,7 +250,8 @@ def executors_section(
         exclude: Processes below this one that belong to neither run (the Plex emulator).
     """
     load_before = os.getloadavg()
-    multiprocess = _measured(instance, run_import, [os.getpid()], exclude)
+    with _exported({settings.EXECUTOR_ENV: "multiprocess"}):
+        multiprocess = _measured(instance, run_import, [os.getpid()], exclude)
     with _exported({settings.EXECUTOR_ENV: "threads"}):
         threads = _measured(instance, run_import, [os.getpid()], exclude)
         # Side by side: the same threads run with Dagster's storage as it comes, a new event-log

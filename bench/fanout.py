@@ -30,6 +30,7 @@ from typing import Any
 
 import dagster as dg
 
+from airwave_dagster import settings
 from bench.executors import step_overheads
 
 BASELINE_REF = "51be829"
@@ -98,6 +99,8 @@ def run_child(tree: Path, helpers: Path, lineup: Path, sql_log: Path) -> dict[st
     """Run one import with `tree`'s code; returns the child's run id and wall time."""
     env = {
         **os.environ,
+        # Like with like: the baseline's only executor (threads is the default since).
+        settings.EXECUTOR_ENV: "multiprocess",
         "PYTHONPATH": os.pathsep.join([str(helpers), str(tree)]),
         "AIRWAVE_BENCH_SQL_LOG": str(sql_log),
     }

@@ -94,9 +94,9 @@ def tracing_section(lineup: Path) -> str:
     lines = [
         HEADING,
         "",
-        f"Measured {when}. The production `import_lineup` (forkserver, at most 4 builds at "
-        "once) in a fresh process per run, off and on alternating. Off: no `OTEL_*` variable, "
-        "the default path (the hooks check a cached flag and return). On: "
+        f"Measured {when}. The production `import_lineup` (its default executor, at most 4 "
+        "builds at once) in a fresh process per run, off and on alternating. Off: no "
+        "`OTEL_*` variable, the default path (the hooks check a cached flag and return). On: "
         "`OTEL_EXPORTER_OTLP_ENDPOINT` at a receiver on 127.0.0.1 in the benchmark process, "
         "every span exported (`bench/tracing.py`).",
         "",

@@ -218,24 +218,30 @@ def preload_modules(*, llm_pool: bool) -> list[str]:
     return [*FORKSERVER_PRELOAD, *(LLM_PRELOAD if llm_pool else ())]
 
 
+STEP_EXECUTORS = ("threads", "multiprocess", "celery")
+"""The values of a fan-out run's `execution.config.executor`, as of AIRWAVE_EXECUTOR."""
+
+
 def fan_out_executor(
     max_concurrent: int, start_method: str = "forkserver", *, llm_pool: bool = False
 ) -> dg.ExecutorDefinition:
-    """The executor of a fan-out job: multiprocess here, threads of the run worker, or celery.
+    """The executor of a fan-out job: threads of the run worker, a process per step, or celery.
 
-    The choice is made when a run starts, in its run worker, from `AIRWAVE_EXECUTOR` (the
-    `airwave` commands export it for every Dagster process, so runs from the CLI, sensors and
-    schedules all follow it). Multiprocess is a sliding window of `max_concurrent` step
-    processes; forkserver preloads the code location once, so a step costs about a third of a
-    spawned one (docs/dagster-notes.md Q2). `threads` is the same window of step threads inside
-    the run worker (ops/threads_executor.py: no process per step). Under celery the bound across
-    runs and workers is the workers' own concurrency and the op pools (docs/scale-out.md). Under
-    all three, steps in the `llm` pool also wait for one of its slots, shared with every other run.
+    The choice is made when a run starts, in its run worker: the run config's
+    `execution.config.executor` when it names one, else `AIRWAVE_EXECUTOR` (the `airwave`
+    commands export it for every Dagster process, so runs from the CLI, sensors and schedules all
+    follow it). `threads` (the default) runs each step in a thread of the run worker, at most
+    `max_concurrent` at once (ops/threads_executor.py: no process per step, about half the wall
+    time of multiprocess, BENCHMARKS.md). `multiprocess` is the same window of step processes,
+    forked from a forkserver that preloads the code location (docs/dagster-notes.md Q2); a step
+    that dies takes only itself. Under celery the bound across runs and workers is the workers'
+    own concurrency and the op pools (docs/scale-out.md). Under all three, steps in the `llm`
+    pool also wait for one of its slots, shared with every other run.
 
     Args:
         max_concurrent: Steps running at once (multiprocess, threads): the default of the run
             config's `execution.config.max_concurrent`.
-        start_method: "forkserver" (default) or "spawn" (benchmarks compare the two).
+        start_method: Of multiprocess: "forkserver" (default) or "spawn" (benchmarks compare).
         llm_pool: The job has ops in `LLM_POOL`: set the pool's limit when a run starts.
     """
     method: Mapping[str, object] = (
@@ -259,14 +265,22 @@ def fan_out_executor(
                 is_required=False,
                 description="Steps of this run executing at once (multiprocess, threads; celery "
                 "ignores it). Read when the run starts, so a resume may lower or raise it.",
-            )
+            ),
+            "executor": dg.Field(
+                dg.Enum("StepExecutor", [dg.EnumValue(name) for name in STEP_EXECUTORS]),
+                is_required=False,
+                description="Where this run's steps execute: threads of the run worker, a "
+                "process each (multiprocess), or celery workers. Unset: AIRWAVE_EXECUTOR "
+                "(threads unless set). A resume or re-execution keeps its parent's choice.",
+            ),
         },
     )
     def _fan_out(init_context: dg.InitExecutorContext) -> dg.Executor:
         settings = Settings.load()
         if llm_pool:
             limit_llm_pool(init_context.instance, settings)
-        if settings.executor == "celery":
+        kind = str(init_context.executor_config.get("executor") or settings.executor)
+        if kind == "celery":
             from dagster._core.execution.retries import RetryMode
 
             from ops.celery_executor import CeleryStepExecutor
@@ -286,7 +300,7 @@ def fan_out_executor(
             raise dg.DagsterInvalidConfigError(
                 f"execution.config.max_concurrent must be at least 1, got {bound}", [], bound
             )
-        if settings.executor == "threads":
+        if kind == "threads":
             from dagster._core.execution.retries import RetryMode
 
             from ops.threads_executor import ThreadsExecutor

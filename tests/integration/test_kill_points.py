@@ -1,12 +1,19 @@
-"""The crash matrix at exact points inside a channel build, for both jobs.
+"""The crash matrix at exact points inside a channel build, for both jobs and both executors.
 
-Failpoints (`airwave_dagster/failpoints.py`) SIGKILL the step process that reaches them: right
-after the number is claimed, after the work but before the commit, inside the commit transaction,
-and after the commit but before the step stored its output. A point armed for as many attempts as
+Failpoints (`airwave_dagster/failpoints.py`) SIGKILL the process that reaches them: right after
+the number is claimed, after the work but before the commit, inside the commit transaction, and
+after the commit but before the step stored its output.
+
+On multiprocess that process is the build's step process. A point armed for as many attempts as
 the build's retry policy allows kills every attempt of that channel, so its step fails and the
 run fails; `airwave runs resume` (or the UI's re-execute from failure, the same complete resume)
 then finishes it. One run carries one kill point per channel, beside channels nothing touches, so
 each point's outcome is read off its own channel.
+
+On threads (the default) it is the run worker, with every build in flight: each point ends one
+run, and re-executions from failure follow until one succeeds. Each killed run is judged on the
+channel whose point killed it, and builds it abandoned in flight may repeat their work once per
+run that abandoned them, never a committed one.
 
 Every case asserts: each planned channel exists once, enabled, unclaimed, with its definitions and
 its first schedule window; a kill inside the commit transaction left nothing of it behind; work
@@ -35,7 +42,7 @@ from resources.io_manager import stored_report
 from tests.fakes.scripted_model import ScriptedModel, calls_by_channel, is_planner, small_plan
 from tests.support import lineups
 from tests.support.ai import lineup_config
-from tests.support.dagster_dev import Dev, wait_for
+from tests.support.dagster_dev import REEXECUTE, Dev, wait_for
 from tests.support.homes import query
 from tests.support.standalone import build_keys, channel_number, claim_ledger
 
@@ -152,7 +159,7 @@ def test_import_killed_at_each_point_of_a_build_then_resumed(
     }
     _arm(failpoint_dir, kills)
 
-    run_id = fresh.launch_import(lineup, tags=NO_AUTO_RESUME)
+    run_id = fresh.launch_import(lineup, tags=NO_AUTO_RESUME, executor="multiprocess")
     first = launcher.wait_for_run(fresh.instance, run_id)
 
     assert first.status == dg.DagsterRunStatus.FAILURE, first.status
@@ -194,6 +201,76 @@ def test_import_killed_at_each_point_of_a_build_then_resumed(
     )
 
 
+def test_import_on_threads_killed_at_each_point_then_re_executed_until_done(
+    fresh: Dev, failpoint_dir: Path, database_url: str
+) -> None:
+    lineup = lineups.genre_lineup(6, first_number=100)
+    planned = sorted(c["number"] for c in lineup["channels"])
+    kills = {
+        101: (failpoints.BUILD_CLAIMED, 1),
+        102: (failpoints.BUILD_BEFORE_COMMIT, 1),
+        103: (failpoints.BUILD_IN_COMMIT, 1),
+        104: (failpoints.BUILD_COMMITTED, 1),
+    }
+    _arm(failpoint_dir, kills)
+
+    runs = [fresh.launch_import(lineup, tags=NO_AUTO_RESUME, executor="threads")]
+    abandoned: Counter[int] = Counter()
+    while True:
+        final = launcher.wait_for_run(fresh.instance, runs[-1])
+        if final.status == dg.DagsterRunStatus.SUCCESS:
+            break
+        assert final.status == dg.DagsterRunStatus.FAILURE, final.status
+        fired = failpoints.fired(failpoint_dir)
+        assert len(fired) == len(runs), f"run {len(runs)} ended without its own kill: {fired}"
+        point, key, pid = fired[-1]
+        # The point killed this run's worker (the builds are its threads).
+        assert int(pid) == _run_worker(fresh, runs[-1]), (fired, runs)
+        _assert_left_by_the_kills(_channels(database_url), {int(key): (point, 1)})
+        started = build_keys(fresh.instance, runs[-1], dg.DagsterEventType.STEP_START)
+        done = build_keys(fresh.instance, runs[-1], dg.DagsterEventType.STEP_SUCCESS)
+        abandoned.update(channel_number(key) for key in started - done)
+        assert len(runs) <= len(kills), f"more failed runs than kill points: {runs}"
+        launched = fresh.graphql(REEXECUTE, {"parentRunId": runs[-1]})["launchRunReexecution"]
+        assert launched["__typename"] == "LaunchRunSuccess", launched
+        runs.append(str(launched["run"]["runId"]))
+
+    assert len(runs) == len(kills) + 1, runs
+    assert Counter((name, int(key)) for name, key, _ in failpoints.fired(failpoint_dir)) == Counter(
+        {(point, number): 1 for number, (point, _) in kills.items()}
+    )
+    assert not [p for p in failpoint_dir.iterdir() if "@" in p.name], "charges left unfired"
+    rows = _channels(database_url)
+    _assert_complete(rows, planned)
+    work = claim_ledger(database_url, runs)
+    assert sorted(work) == planned, work
+    for number in planned:
+        # Work repeats only for a build a killed run abandoned before it committed. Channel 104
+        # committed, then its own point killed the worker: the next run adopted it, no new claim.
+        own_kill_committed = 1 if kills.get(number, ("",))[0] == failpoints.BUILD_COMMITTED else 0
+        bound = 1 + abandoned[number] - own_kill_committed
+        assert 1 <= work[number] <= bound, (number, dict(work), dict(abandoned))
+    for number in (101, 102, 103):
+        # Killed before its commit took effect: the killed attempt and the one that built it.
+        assert work[number] >= 2, (number, dict(work))
+    report = stored_report(fresh.instance, runs[-1], database_url)
+    assert report is not None
+    by_number = {c["number"]: c for c in report["channels"]}
+    assert sorted(by_number) == planned
+    assert all(c["status"] == "created" for c in by_number.values()), by_number
+    LOG.warning(
+        "kill points (import, threads): %s; runs %d; channels expected %d present %d; work per "
+        "channel %s; abandoned in flight %s; leftover claims %d",
+        {f"{p}@{n}": t for n, (p, t) in kills.items()},
+        len(runs),
+        len(planned),
+        len(rows),
+        dict(work),
+        dict(abandoned),
+        sum(1 for row in rows.values() if row.claim_run_id is not None),
+    )
+
+
 AI_GENRES = ("Drama", "Comedy", "Action", "Horror", "Thriller")
 AI_CHANNELS = {1001: "Drama TV", 1002: "Comedy TV", 1003: "Action TV", 1101: "Horror TV"}
 AI_CHANNELS[1102] = "Thriller TV"
@@ -217,7 +294,10 @@ def test_ai_lineup_killed_at_each_point_of_a_build_then_resumed(
     _arm(failpoint_dir, kills)
 
     run_id = fresh.launch_run(
-        "ai_lineup", lineup_config(stub, provider="anthropic"), tags=NO_AUTO_RESUME
+        "ai_lineup",
+        lineup_config(stub, provider="anthropic"),
+        tags=NO_AUTO_RESUME,
+        executor="multiprocess",
     )
     first = launcher.wait_for_run(fresh.instance, run_id)
 

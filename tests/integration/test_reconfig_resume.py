@@ -59,12 +59,17 @@ def failpoint_dir(fresh: Dev) -> Iterator[Path]:
 
 
 def _failed_import(dev: Dev, failpoint_dir: Path) -> str:
-    """A failed import of channels 100-102 whose build of 101 died at every attempt."""
+    """A failed import of channels 100-102 whose build of 101 died at every attempt.
+
+    On multiprocess: the failpoint kills the build's step process, so the step fails and the
+    run fails after the other builds finished (on threads it would kill the run worker)."""
     policy = build_channel.retry_policy
     attempts = 1 + (policy.max_retries if policy else 0)
     failpoints.arm(failpoint_dir, failpoints.BUILD_CLAIMED, key=101, times=attempts)
     run_id = dev.launch_import(
-        lineups.genre_lineup(3, first_number=100), tags={"dagster/max_retries": "0"}
+        lineups.genre_lineup(3, first_number=100),
+        tags={"dagster/max_retries": "0"},
+        executor="multiprocess",
     )
     run = launcher.wait_for_run(dev.instance, run_id)
     assert run.status == dg.DagsterRunStatus.FAILURE, run.status
@@ -131,7 +136,10 @@ def test_the_cli_resumes_with_a_lower_bound_and_refuses_a_completed_ops_change(
     assert outcome["status"] == "SUCCESS", outcome
     child = fresh.instance.get_run_by_id(outcome["run_id"])
     assert child.parent_run_id == run_id
-    assert child.run_config["execution"] == LOWER_BOUND["execution"]
+    # The edit changes the bound; the parent's choice of executor is kept.
+    assert child.run_config["execution"] == {
+        "config": {"executor": "multiprocess", "max_concurrent": 1}
+    }
     assert child.run_config["ops"] == fresh.instance.get_run_by_id(run_id).run_config["ops"]
     assert child.tags[CONFIG_CHANGED_TAG] == "execution.config.max_concurrent"
     assert build_keys(fresh.instance, child.run_id, dg.DagsterEventType.STEP_START) == {KILLED}

@@ -1,4 +1,5 @@
-"""The fan-out executor follows AIRWAVE_EXECUTOR when a run starts, and names what is missing."""
+"""The fan-out executor follows the run config, else AIRWAVE_EXECUTOR, when a run starts, and
+names what is missing."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def _create(
     job: dg.JobDefinition = import_lineup,
     init_context: Any = None,
     max_concurrent: int | None = None,
+    executor: str | None = None,
     **env: str,
 ) -> Any:
     for name in (
@@ -46,11 +48,14 @@ def _create(
         monkeypatch.setenv(name, value)
     monkeypatch.setenv(settings.ENV_FILE_ENV, "/nonexistent/.env")
     # Of its init context the creation function reads the instance, only for a job with pooled
-    # ops (import_lineup has none), and the executor config, only for multiprocess.
+    # ops (import_lineup has none), and the executor config.
     default = job.executor_def.config_schema.as_field().default_value["max_concurrent"]
+    bound = default if max_concurrent is None else max_concurrent
+    config: dict[str, Any] = {"max_concurrent": bound}
+    if executor is not None:
+        config["executor"] = executor
     context = SimpleNamespace(
-        instance=getattr(init_context, "instance", None),
-        executor_config={"max_concurrent": default if max_concurrent is None else max_concurrent},
+        instance=getattr(init_context, "instance", None), executor_config=config
     )
     executor = job.executor_def.executor_creation_fn(context)  # type: ignore[misc]
     # Every fan-out executor writes run-worker heartbeats around the executor it wraps.
@@ -58,11 +63,54 @@ def _create(
     return executor.wrapped
 
 
-def test_multiprocess_by_default_bounded_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_threads_by_default_bounded_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
     executor = _create(monkeypatch)
 
+    assert isinstance(executor, ThreadsExecutor)
+    assert executor.max_concurrent == IMPORT_CONCURRENCY
+    assert executor.retries.enabled
+
+
+def test_multiprocess_when_asked_with_the_run_configs_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    executor = _create(monkeypatch, max_concurrent=3, **{settings.EXECUTOR_ENV: "multiprocess"})
+
     assert isinstance(executor, MultiprocessExecutor)
-    assert executor._max_concurrent == IMPORT_CONCURRENCY
+    assert executor._max_concurrent == 3
+
+
+@pytest.mark.parametrize(
+    ("environment", "configured", "expected"),
+    [
+        ("threads", "multiprocess", MultiprocessExecutor),
+        ("multiprocess", "threads", ThreadsExecutor),
+        ("celery", "threads", ThreadsExecutor),
+    ],
+)
+def test_the_run_config_chooses_over_the_environment(
+    monkeypatch: pytest.MonkeyPatch, environment: str, configured: str, expected: type
+) -> None:
+    # No broker is set: a run that asks for threads never needs the environment's celery.
+    executor = _create(monkeypatch, executor=configured, **{settings.EXECUTOR_ENV: environment})
+
+    assert type(executor) is expected
+
+
+@pytest.mark.parametrize("job", [import_lineup, ai_lineup])
+def test_the_executor_config_accepts_the_three_names_and_refuses_others_by_path(
+    job: dg.JobDefinition,
+) -> None:
+    from dagster._config import process_config
+
+    schema = job.executor_def.config_schema.config_type
+    for name in ("threads", "multiprocess", "celery"):
+        processed = process_config(schema, {"executor": name})
+        assert processed.success, processed.errors
+        assert processed.value["executor"] == name
+    refused = process_config(schema, {"executor": "thread"})
+    assert not refused.success
+    assert any("executor" in e.message and "thread" in e.message for e in refused.errors or [])
 
 
 @pytest.mark.parametrize("job", [import_lineup, ai_lineup])
@@ -73,8 +121,8 @@ def test_the_run_config_may_set_its_own_bound(
     context = SimpleNamespace(instance=pool_instance)
     executor = _create(monkeypatch, job, context, max_concurrent=1)
 
-    assert isinstance(executor, MultiprocessExecutor)
-    assert executor._max_concurrent == 1
+    assert isinstance(executor, ThreadsExecutor)
+    assert executor.max_concurrent == 1
 
 
 def test_threads_when_asked_with_the_run_configs_bound(monkeypatch: pytest.MonkeyPatch) -> None:

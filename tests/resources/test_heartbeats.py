@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import dagster as dg
+import pytest
 from dagster import OpExecutionContext
 from dagster._core.launcher import WorkerStatus
 
@@ -31,17 +32,23 @@ def beating_job() -> None:
     report_beat()
 
 
+@pytest.mark.parametrize("executor", ["threads", "multiprocess"])
 def test_a_real_run_beats_from_its_run_worker_and_ends_its_beat(
-    dagster_instance: dg.DagsterInstance,
+    dagster_instance: dg.DagsterInstance, executor: str
 ) -> None:
     started = time.time()
-    with dg.execute_job(dg.reconstructable(beating_job), instance=dagster_instance) as result:
+    config = {"execution": {"config": {"executor": executor}}}
+    with dg.execute_job(
+        dg.reconstructable(beating_job), instance=dagster_instance, run_config=config
+    ) as result:
         assert result.success
         seen = result.output_for_node("report_beat")
         run_id = result.run_id
-    # The orchestrating process (here the test's own: execute_job) beats; the step process,
-    # which built the same executor, does not.
-    assert seen["beat_pid"] == os.getpid() != seen["step_pid"]
+    # The orchestrating process (here the test's own: execute_job) beats; under multiprocess the
+    # step process, which built the same executor, does not; under threads the step is a thread
+    # of the orchestrating process.
+    assert seen["beat_pid"] == os.getpid()
+    assert (seen["step_pid"] == os.getpid()) is (executor == "threads"), seen
     assert seen["ended"] is False and seen["at"] >= started - 1
     last = heartbeats.last_beat(dagster_instance, run_id)
     assert last is not None and last.ended and last.pid == os.getpid()

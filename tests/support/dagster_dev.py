@@ -116,9 +116,19 @@ class Dev:
         return payload["data"]
 
     def launch_run(
-        self, job: str, run_config: dict[str, Any], *, tags: dict[str, str] | None = None
+        self,
+        job: str,
+        run_config: dict[str, Any],
+        *,
+        tags: dict[str, str] | None = None,
+        executor: str | None = None,
     ) -> str:
-        """Launch a run the way the UI's launchpad does; returns its id."""
+        """Launch a run the way the UI's launchpad does; returns its id.
+
+        `executor` sets the run's `execution.config.executor` (unset: the server's default).
+        """
+        if executor is not None:
+            run_config = {**run_config, "execution": {"config": {"executor": executor}}}
         launched = self.graphql(
             LAUNCH,
             {
@@ -138,11 +148,20 @@ class Dev:
         assert launched["__typename"] == "LaunchRunSuccess", launched
         return str(launched["run"]["runId"])
 
-    def launch_import(self, lineup: dict[str, Any], *, tags: dict[str, str] | None = None) -> str:
-        """Launch `import_lineup` of `lineup` (inline) with `tags`."""
+    def launch_import(
+        self,
+        lineup: dict[str, Any],
+        *,
+        tags: dict[str, str] | None = None,
+        executor: str | None = None,
+    ) -> str:
+        """Launch `import_lineup` of `lineup` (inline) with `tags` (and `executor`)."""
         config = {"lineup": {"inline": {"content": json.dumps(lineup), "name": "crash.json"}}}
         return self.launch_run(
-            "import_lineup", {"ops": {"plan_import_lineup": {"config": config}}}, tags=tags
+            "import_lineup",
+            {"ops": {"plan_import_lineup": {"config": config}}},
+            tags=tags,
+            executor=executor,
         )
 
     def airwave(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
