@@ -224,8 +224,10 @@ def _measured(
     roots: list[int],
     exclude: set[int],
 ) -> dict[str, Any]:
+    cpu_before = time.process_time()
     with MemorySampler(roots, exclude) as memory:
         result = run_import()
+    cpu = time.process_time() - cpu_before
     overheads = step_overheads(instance, result["run_id"])
     work = result["build_sum_s"] / max(result["channels"], 1)
     return {
@@ -235,6 +237,8 @@ def _measured(
         "orchestration_s": overheads["to_success_s"] - work,
         "peak_mb": memory.peak_bytes / 2**20,
         "samples": memory.samples,
+        # This process: the run worker (orchestration, and on threads every step's work too).
+        "cpu_s": cpu,
     }
 
 
@@ -304,10 +308,11 @@ def render_section(
     ) + f" the issue's aim of ≤ {TARGET_RATIO:.1f}x"
     rows = [
         f"| {name} | {m['wall_s']:.1f} s | {m['channels']} | {m['to_start_s']:.2f} s "
-        f"| {m['work_s']:.2f} s | {m['orchestration_s']:.2f} s | {m['peak_mb']:.0f} MB |"
+        f"| {m['work_s']:.2f} s | {m['orchestration_s']:.2f} s | {m['peak_mb']:.0f} MB "
+        f"| {m['cpu_s']:.1f} s |"
         for name, m in (
             ("multiprocess (forkserver, 4 at once)", multiprocess),
-            *([("threads (of the run worker, 4 at once)", threads)] if threads else []),
+            *([("threads (default; of the run worker, 4 at once)", threads)] if threads else []),
             *([("threads, a new event-log connection per event", per_event)] if per_event else []),
             (f"celery ({WORKERS} workers of {WORKER_CONCURRENCY}, Redis)", celery),
         )
@@ -323,6 +328,16 @@ def render_section(
         if threads
         else []
     )
+    if threads:
+        threads_line += [
+            f"On threads the run worker is the whole run: it used {threads['cpu_s']:.1f} s of "
+            f"CPU in {threads['wall_s']:.1f} s ({threads['cpu_s'] / threads['wall_s']:.0%} of "
+            "one core). Its Python code runs one thread at a time (the GIL), so while that "
+            "share is near 100 % the run is bound by this one process's CPU, not by Plex or "
+            "Postgres: a shorter run needs less CPU per channel (or more processes: multiprocess, "
+            "celery), not more threads.",
+            "",
+        ]
     if threads and per_event:
         threads_line += [
             "Threads with the run worker's event-log connections kept (`kept_event_connections`, "
@@ -347,8 +362,8 @@ def render_section(
         f"{workers_ready:.1f} s before their run and are not in its wall time.",
         "",
         "| executor | wall time | channels | dispatch → step start | build work / step "
-        "| orchestration / step | peak memory (PSS, all processes) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| orchestration / step | peak memory (PSS, all processes) | CPU of the run worker |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
         *rows,
         "",
         *threads_line,
