@@ -169,12 +169,11 @@ def main(argv: list[str] | None = None) -> None:
         baseline = args[-1]
         del args[-2:]
     only = args[1] if len(args) == 2 and args[0] == "--only" else None
-    if (args and only not in ("executors", "fanout", "starts", "tracing")) or len(args) not in (
-        0,
-        2,
-    ):
+    sections = ("executors", "fanout", "starts", f"starts-{CHANNELS}", "tracing")
+    if len(args) not in (0, 2) or (args and only not in sections):
         raise SystemExit(
-            "usage: python -m bench.run [--only executors|fanout|starts|tracing] [--baseline REF]"
+            "usage: python -m bench.run [--only executors|fanout|starts|starts-50|tracing] "
+            "[--baseline REF]"
         )
     from airwave_dagster.definitions import import_lineup_job
 
@@ -219,8 +218,23 @@ def main(argv: list[str] | None = None) -> None:
             def starts() -> str:
                 return starts_section(server, (plex_url, "bench-token"), starts_path, baseline)
 
+            def starts_50() -> str:
+                # The end-to-end figure: the whole 50-channel import through the CLI.
+                return starts_section(
+                    server,
+                    (plex_url, "bench-token"),
+                    lineup_path,
+                    baseline,
+                    modes=("serve", "none"),
+                    repeats=2,
+                    channels=CHANNELS,
+                )
+
             if only == "starts":
                 _replace_section(starts())
+                return
+            if only == f"starts-{CHANNELS}":
+                _replace_section(starts_50())
                 return
             with dg.DagsterInstance.get() as instance:
 
@@ -251,6 +265,7 @@ def main(argv: list[str] | None = None) -> None:
                     return
                 executors = executors_section(instance, production_import, {emulator.pid})
                 started = starts()
+                started_50 = starts_50()
                 traced = tracing_section(lineup_path)
                 # The start methods are the multiprocess executor's (threads is the default).
                 chosen = os.environ.get(settings.EXECUTOR_ENV)
@@ -270,6 +285,7 @@ def main(argv: list[str] | None = None) -> None:
     _append(fanout)
     _append(executors)
     _append(started)
+    _append(started_50)
     _append(traced)
     _append(maintenance_section(db_url))
     _append(ai_section)

@@ -214,8 +214,12 @@ def starts_section(
     baseline_ref: str,
     modes: tuple[str, ...] = MODES,
     repeats: int = REPEATS,
+    channels: int = SMALL_CHANNELS,
 ) -> str:
-    """Measure every mode before and after; return the BENCHMARKS.md section."""
+    """Measure every mode before and after; return the BENCHMARKS.md section.
+
+    `channels` is how many the lineup file has (the section's heading names it).
+    """
     here = Path(__file__).resolve().parent.parent
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="airwave-starts-") as tmp:
@@ -238,7 +242,12 @@ def starts_section(
                         sys.stderr.write(
                             f"starts {tree.name} {mode}: {figures['exit_s']:.1f} s to exit\n"
                         )
-    return render(results, baseline_ref, modes, repeats)
+    return render(results, baseline_ref, modes, repeats, channels)
+
+
+def _only(channels: int) -> str:
+    """The `bench.run --only` name of the section for a lineup of `channels`."""
+    return "starts" if channels == SMALL_CHANNELS else f"starts-{channels}"
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float:
@@ -262,6 +271,7 @@ def render(
     baseline_ref: str,
     modes: tuple[str, ...],
     repeats: int,
+    channels: int = SMALL_CHANNELS,
 ) -> str:
     """The BENCHMARKS.md section of one before/after comparison of CLI starts."""
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -281,10 +291,11 @@ def render(
                 f"| {step(runs, 'success_s', 'exit_s'):.2f} s | {loads} |"
             )
     lines = [
-        f"## CLI starts: `airwave import --wait` of {SMALL_CHANNELS} channels to SUCCESS",
+        f"## CLI starts: `airwave import --wait` of {channels} channels to SUCCESS",
         "",
         f"Measured {when} on {os.cpu_count()} cores. Reproduce with `make bench` (everything) or "
-        "`.venv/bin/python -m bench.run --only starts` (this section). Before is the code of "
+        f"`.venv/bin/python -m bench.run --only {_only(channels)}` (this section). Before is the "
+        "code of "
         f"`{baseline_ref}` (`git archive`, run from its own tree), after is this checkout; each "
         "with its own home, database and servers, the bench's Plex emulator (20 ms per "
         f"request); imports alternate before/after, {repeats} of each; medians. Times are from "

@@ -14,14 +14,17 @@ are kept off the terminal (`quiet_idle_sensor_ticks`).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
+import sqlalchemy.exc
 from dagster._core.execution.plan.resume_retry import ReexecutionStrategy
 from dagster._core.remote_representation.code_location import CodeLocation
 from dagster._core.remote_representation.external import RemoteJob
 from dagster._core.workspace.context import BaseWorkspaceRequestContext
+from dagster_postgres.utils import DagsterPostgresException
 
 from airwave_dagster.durability.resume import RESUMABLE, create_resume_run
 from airwave_dagster.durability.versions import refuse_if_changed
@@ -44,6 +47,40 @@ ROUTINE_PREFIXES = (
     "Checking run ",  # ... and once per run it looks at
 )
 """INFO lines the daemons print on every poll, whatever happens."""
+
+
+TERMINAL_EVENT_PATIENCE_SECONDS = 600.0
+"""How long the event that says why a run ended waits for an unreachable event log.
+
+Dagster raises when it cannot store an event it generated, so a run whose worker cannot reach
+Postgres fails on the first such event; the failure it then reports (an engine event carrying
+the error, the RUN_FAILURE) would be lost with the outage too, leaving a run that another
+process later marks "failed from outside the execution context" with no cause. Waiting as long
+as `airwave import --wait` waits out an outage (10 minutes) keeps the cause: once Postgres is
+back the run's failure names the driver's error (docs/durability.md, "Postgres outages")."""
+
+DATABASE_UNREACHABLE: tuple[type[BaseException], ...] = (
+    sqlalchemy.exc.OperationalError,
+    sqlalchemy.exc.InterfaceError,
+    DagsterPostgresException,
+)
+"""What storing an event raises while Postgres is down or restarting."""
+
+_LOG = logging.getLogger(__name__)
+
+
+def is_terminal_evidence(event: EventLogEntry) -> bool:
+    """Whether `event` records why a run ended: its RUN_FAILURE, or a run-level engine error."""
+    dagster_event = event.dagster_event
+    if dagster_event is None:
+        return False
+    if dagster_event.event_type == dg.DagsterEventType.RUN_FAILURE:
+        return True
+    return (
+        dagster_event.event_type == dg.DagsterEventType.ENGINE_EVENT
+        and dagster_event.step_key is None
+        and getattr(dagster_event.event_specific_data, "error", None) is not None
+    )
 
 
 class _IdleSensorTicks(logging.Filter):
@@ -103,11 +140,39 @@ class AirwaveInstance(dg.DagsterInstance):
         *,
         batch_metadata: DagsterEventBatchMetadata | None = None,
     ) -> None:
-        """Store the event; a run failure is first checked for a gate's stop (suspension.py)."""
-        failure = dg.DagsterEventType.RUN_FAILURE
-        if event.dagster_event is not None and event.dagster_event.event_type == failure:
-            event = instead_of_failure(event, self.get_run_by_id(event.run_id))
-        super().handle_new_event(event, batch_metadata=batch_metadata)
+        """Store the event; a run failure is first checked for a gate's stop (suspension.py).
+
+        The events that say why a run ended (`is_terminal_evidence`) wait out a database outage
+        instead of being lost with it (`TERMINAL_EVENT_PATIENCE_SECONDS`).
+        """
+
+        def store() -> None:
+            stored = event
+            failure = dg.DagsterEventType.RUN_FAILURE
+            if stored.dagster_event is not None and stored.dagster_event.event_type == failure:
+                stored = instead_of_failure(stored, self.get_run_by_id(stored.run_id))
+            super(AirwaveInstance, self).handle_new_event(stored, batch_metadata=batch_metadata)
+
+        if not is_terminal_evidence(event):
+            store()
+            return
+        deadline = time.monotonic() + TERMINAL_EVENT_PATIENCE_SECONDS
+        pause = 1.0
+        while True:
+            try:
+                store()
+                return
+            except DATABASE_UNREACHABLE as error:
+                if time.monotonic() + pause > deadline:
+                    raise
+                _LOG.warning(
+                    "the event log is unreachable (%s): keeping run %s's %s until it is back",
+                    type(error).__name__,
+                    event.run_id,
+                    event.dagster_event.event_type_value if event.dagster_event else "event",
+                )
+                time.sleep(pause)
+                pause = min(pause * 2, 15.0)
 
     def create_reexecuted_run(
         self,

@@ -428,15 +428,16 @@ def _restart_mid_run_and_check(
         outcome = json.loads(resumed.stdout)
         assert outcome["status"] == "SUCCESS", outcome
         run_ids.append(outcome["run_id"])
-    # Work may repeat for builds in flight at the restart and for any attempt the outage failed
-    # (on threads a freed slot starts the next build at once, so one may begin in the outage).
+    planned = sorted(c["number"] for c in lineups.genre_lineup(CHANNELS)["channels"])
+    # Work may repeat for builds in flight at the restart and for any attempt the outage failed.
+    # On threads a freed slot starts the next build at once, inside the outage, and the events
+    # of its failed attempt may be lost with Postgres: there, what must hold is that no build
+    # finished before the outage ran again.
     failed_attempts = {
         channel_number(key) for key in retried | failed_steps if key.startswith("build_channel[")
     }
-    figures = assert_exactly_once(
-        pg.url, run_ids, done, in_flight | failed_attempts, ledger_complete=False
-    )
-    planned = sorted(c["number"] for c in lineups.genre_lineup(CHANNELS)["channels"])
+    may_repeat = set(planned) - done if executor == "threads" else in_flight | failed_attempts
+    figures = assert_exactly_once(pg.url, run_ids, done, may_repeat, ledger_complete=False)
     report = stored_report(instance, run_ids[-1], pg.url)
     assert report is not None
     assert sorted(c["number"] for c in report["channels"] if c["status"] == "created") == planned
