@@ -226,8 +226,9 @@ def main(argv: list[str] | None = None) -> None:
                     lineup_path,
                     baseline,
                     modes=("serve", "none"),
-                    repeats=2,
+                    repeats=3,
                     channels=CHANNELS,
+                    warm_up=True,
                 )
 
             if only == "starts":

@@ -85,8 +85,10 @@ def _tree(name: str, root: Path, tmp: Path, server_url: str, plex: tuple[str, st
     env = {
         key: value
         for key, value in os.environ.items()
-        # The bench process exported its own Dagster storage; each tree derives its own.
+        # The bench process exported its own Dagster storage and its settings' executor; each
+        # tree derives its own storage and runs on its own code's default executor.
         if key not in ("DAGSTER_HOME", settings.DAGSTER_PG_URL_ENV, "PYTHONPATH")
+        and key != settings.EXECUTOR_ENV
     }
     env.update(
         {
@@ -215,10 +217,13 @@ def starts_section(
     modes: tuple[str, ...] = MODES,
     repeats: int = REPEATS,
     channels: int = SMALL_CHANNELS,
+    warm_up: bool = False,
 ) -> str:
     """Measure every mode before and after; return the BENCHMARKS.md section.
 
-    `channels` is how many the lineup file has (the section's heading names it).
+    `channels` is how many the lineup file has (the section's heading names it); `warm_up`
+    runs one untimed import per tree and mode first (a server's first run also pays for its
+    own first look at the location and the storage).
     """
     here = Path(__file__).resolve().parent.parent
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -235,6 +240,8 @@ def starts_section(
             )
         for mode in modes:
             with _server(trees[0], mode), _server(trees[1], mode):
+                for tree in trees if warm_up else ():
+                    timed_import(tree, lineup)
                 for _ in range(repeats):
                     for tree in trees:
                         figures = timed_import(tree, lineup)
@@ -242,7 +249,7 @@ def starts_section(
                         sys.stderr.write(
                             f"starts {tree.name} {mode}: {figures['exit_s']:.1f} s to exit\n"
                         )
-    return render(results, baseline_ref, modes, repeats, channels)
+    return render(results, baseline_ref, modes, repeats, channels, warm_up)
 
 
 def _only(channels: int) -> str:
@@ -272,6 +279,7 @@ def render(
     modes: tuple[str, ...],
     repeats: int,
     channels: int = SMALL_CHANNELS,
+    warm_up: bool = False,
 ) -> str:
     """The BENCHMARKS.md section of one before/after comparison of CLI starts."""
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -298,8 +306,9 @@ def render(
         "code of "
         f"`{baseline_ref}` (`git archive`, run from its own tree), after is this checkout; each "
         "with its own home, database and servers, the bench's Plex emulator (20 ms per "
-        f"request); imports alternate before/after, {repeats} of each; medians. Times are from "
-        "the command's start; the run's come from its event log.",
+        f"request); {'after one untimed import per tree and server, ' if warm_up else ''}"
+        f"imports alternate before/after, {repeats} of each; medians. Times are from the "
+        "command's start; the run's come from its event log.",
         "",
         "| server | code | command to exit | submitted to the server | run id printed "
         "| run created | queue (created → worker asked) | run worker start (→ run start) "
