@@ -95,12 +95,13 @@ def unpack_baseline(ref: str, into: Path) -> Path:
     return target
 
 
-def run_child(tree: Path, helpers: Path, lineup: Path, sql_log: Path) -> dict[str, Any]:
-    """Run one import with `tree`'s code; returns the child's run id and wall time."""
+def run_child(
+    tree: Path, helpers: Path, lineup: Path, sql_log: Path, executor: str = "multiprocess"
+) -> dict[str, Any]:
+    """Run one import with `tree`'s code on `executor`; returns the child's run id and wall time."""
     env = {
         **os.environ,
-        # Like with like: the baseline's only executor (threads is the default since).
-        settings.EXECUTOR_ENV: "multiprocess",
+        settings.EXECUTOR_ENV: executor,
         "PYTHONPATH": os.pathsep.join([str(helpers), str(tree)]),
         "AIRWAVE_BENCH_SQL_LOG": str(sql_log),
     }
@@ -116,6 +117,12 @@ def run_child(tree: Path, helpers: Path, lineup: Path, sql_log: Path) -> dict[st
     if not figures["success"]:
         raise RuntimeError(f"benchmark run {figures['run_id']} ({tree}) failed")
     return figures
+
+
+VARIANTS = ("before", "after", "threads")
+EXECUTORS = {"before": "multiprocess", "after": "multiprocess", "threads": "threads"}
+LABELS = {"before": "before", "after": "after", "threads": "after, threads (default)"}
+"""The three runs of each size: the baseline and this checkout on multiprocess, then threads."""
 
 
 def fanout_section(
@@ -143,13 +150,15 @@ def fanout_section(
         helpers.mkdir()
         (helpers / "sitecustomize.py").write_text(SITECUSTOMIZE)
         (helpers / "fanout_child.py").write_text(CHILD)
-        trees = {"before": unpack_baseline(baseline_ref, Path(tmp)), "after": here}
+        trees = {"before": unpack_baseline(baseline_ref, Path(tmp)), "after": here, "threads": here}
         for channels in (50, 10):
-            for name in ("before", "after"):
+            for name in VARIANTS:
                 reset()
                 sql_log = Path(tmp) / f"sql-{name}-{channels}.log"
                 load = os.getloadavg()
-                figures = run_child(trees[name], helpers, lineups[channels], sql_log)
+                figures = run_child(
+                    trees[name], helpers, lineups[channels], sql_log, EXECUTORS[name]
+                )
                 statements = Counter(sql_log.read_text().split()) if sql_log.exists() else {}
                 stats = plex_stats()
                 measured = measure(figures["run_id"])
@@ -174,12 +183,12 @@ def render(results: dict[tuple[str, int], dict[str, Any]], baseline_ref: str) ->
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows = []
     for channels in (50, 10):
-        for name in ("before", "after"):
+        for name in VARIANTS:
             m = results[name, channels]
             sql_total = sum(m["sql"].values())
             load = ", ".join(f"{x:.2f}" for x in m["load"])
             rows.append(
-                f"| {name} | {channels} | {m['wall_s']:.1f} s | {m['channels']} "
+                f"| {LABELS[name]} | {channels} | {m['wall_s']:.1f} s | {m['channels']} "
                 f"| {m['orchestration_s']:.2f} s | {m['work_s']:.2f} s "
                 f"| {m['plex']['total'] / channels:.1f} | {sql_total / channels:.1f} | {load} |"
             )
@@ -188,6 +197,7 @@ def render(results: dict[tuple[str, int], dict[str, Any]], baseline_ref: str) ->
         return (results[name, 50]["wall_s"] - results[name, 10]["wall_s"]) / 40
 
     ratio = results["after", 50]["wall_s"] / results["before", 50]["wall_s"]
+    threads_ratio = results["threads", 50]["wall_s"] / results["before", 50]["wall_s"]
     kinds = sorted(
         set(results["before", 50]["plex"]["by_kind"]) | set(results["after", 50]["plex"]["by_kind"])
     )
@@ -209,7 +219,9 @@ def render(results: dict[tuple[str, int], dict[str, Any]], baseline_ref: str) ->
         "or `.venv/bin/python -m bench.run --only fanout` (this section). Before is the code "
         f"of `{baseline_ref}` (`git archive`, run from its own tree), after is this checkout; "
         "same emulator (20 ms per request), database, instance and lineups; runs alternate "
-        "before/after. Multiprocess executor (forkserver, 4 builds at once).",
+        "before/after/threads. Before and after on the multiprocess executor (forkserver, 4 "
+        "builds at once; the baseline's only one), then this checkout on its default, threads "
+        "(4 at once).",
         "",
         "| code | channels | wall time | channels built | orchestration / step "
         "| build work / step | Plex requests / channel | SQL statements / channel "
@@ -217,9 +229,10 @@ def render(results: dict[tuple[str, int], dict[str, Any]], baseline_ref: str) ->
         "|---|---:|---:|---:|---:|---:|---:|---:|---|",
         *rows,
         "",
-        f"after / before wall-time ratio at 50 channels: **{ratio:.2f}x**. Marginal cost of a "
-        f"channel (wall at 50 minus wall at 10, over 40): before {marginal('before'):.2f} s, after "
-        f"{marginal('after'):.2f} s.",
+        f"after / before wall-time ratio at 50 channels: **{ratio:.2f}x**; threads / before: "
+        f"**{threads_ratio:.2f}x**. Marginal cost of a channel (wall at 50 minus wall at 10, "
+        f"over 40): before {marginal('before'):.2f} s, after {marginal('after'):.2f} s, "
+        f"threads {marginal('threads'):.2f} s.",
         "",
         "Orchestration and build work per step are measured as in the executor comparison "
         "below. Plex requests and SQL statements are the run's totals divided by its channels "
