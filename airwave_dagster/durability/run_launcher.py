@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import dagster as dg
-import grpc
 from dagster._core.errors import DagsterUserCodeUnreachableError
 from dagster._core.launcher import (
     CheckRunHealthResult,
@@ -29,13 +30,16 @@ from dagster._core.launcher import (
     WorkerStatus,
 )
 from dagster._core.storage.tags import GRPC_INFO_TAG
+from dagster._grpc.types import GetCurrentRunsResult
+from dagster._serdes import deserialize_value
 
 from resources import heartbeats
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 _SERVED_LATE_SECONDS = 180.0
-"""How long a start_run that timed out may take to show its worker (run monitoring's start
-timeout in dagster.yaml): on a loaded machine a worker took 78 s to report itself."""
+"""How long, after a start_run that failed in the client, the launcher waits for the code server
+or the worker to answer (run monitoring's start timeout in dagster.yaml): on a loaded machine a
+worker took 78 s to report itself."""
 
 
 def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
@@ -138,55 +142,145 @@ def live_local_worker(instance: dg.DagsterInstance, run_id: str) -> int | None:
     return pid if pid is not None and process_alive(pid) else None
 
 
-def _timed_out(error: DagsterUserCodeUnreachableError) -> bool:
-    cause = error.__cause__
-    return isinstance(cause, grpc.RpcError) and cause.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+_ABSENT_CONFIRM_SECONDS = 2.0
+"""How far apart two answers of the code server must be, both without the run, before a start is
+judged never served: a `start_run` handler that began before the first answer has its worker in
+the code server's table by the second (it registers it under the lock that answer takes)."""
+
+
+class StartProbe(Protocol):
+    """What a launcher can ask after a `start_run` call that failed in the client."""
+
+    def reported_worker(self) -> int | None:
+        """The pid of the run's worker once it has reported itself in the event log."""
+        ...
+
+    def code_server_runs(self) -> set[str] | None:
+        """The runs the code server has workers for now, or None when it cannot be reached."""
+        ...
+
+
+def start_was_served(
+    run_id: str,
+    probe: StartProbe,
+    *,
+    window_seconds: float = _SERVED_LATE_SECONDS,
+    confirm_seconds: float = _ABSENT_CONFIRM_SECONDS,
+    poll_seconds: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str | None:
+    """After a `start_run` that failed in the client, whether the code server started the worker.
+
+    The event log is asked whether a worker reported itself (then it was served, whatever the
+    worker did next), the code server which runs it has workers for (its `GetCurrentRuns`).
+    Returns why the start counts as served (the run must not be launched again), or None when it
+    was not: the code server, reached twice `confirm_seconds`
+    apart, had no worker for the run, or had one that ended without ever reporting itself (its
+    setup failed; it never executed the run). A worker the code server holds counts as served
+    even when it is slower than `window_seconds` to report itself: launching the run again would
+    make it find its run QUEUED and exit as a duplicate. When neither the code server nor a
+    worker answers within `window_seconds`, the start counts as not served.
+    """
+    deadline = clock() + window_seconds
+    held = False
+    absent_since: float | None = None
+    while True:
+        pid = probe.reported_worker()
+        if pid is not None:
+            return f"run worker {pid} reported itself"
+        runs = probe.code_server_runs()
+        now = clock()
+        if runs is not None:
+            if run_id in runs:
+                held, absent_since = True, None
+            elif held:
+                # Its worker was there and is gone: unless it reported itself in the meantime,
+                # its setup failed before it executed anything.
+                pid = probe.reported_worker()
+                return None if pid is None else f"run worker {pid} reported itself"
+            elif absent_since is None:
+                absent_since = now
+            elif now - absent_since >= confirm_seconds:
+                return None
+        if now >= deadline:
+            if held:
+                return "the code server holds a worker for the run that has not reported itself"
+            return None
+        sleep(poll_seconds)
+
+
+class _GrpcStartProbe:
+    """`StartProbe` from the run's event log and its code server (the run's gRPC tag)."""
+
+    def __init__(self, launcher: AirwaveRunLauncher, run_id: str) -> None:
+        self._launcher = launcher
+        self._run_id = run_id
+
+    def reported_worker(self) -> int | None:
+        return worker_pid(self._launcher._instance, self._run_id)
+
+    def code_server_runs(self) -> set[str] | None:
+        client = self._launcher._get_grpc_client_for_termination(self._run_id)
+        if client is None:
+            return None
+        try:
+            result = deserialize_value(client.get_current_runs(), GetCurrentRunsResult)
+        except DagsterUserCodeUnreachableError:
+            return None
+        if result.serializable_error_info is not None:
+            return None
+        return set(result.current_runs)
 
 
 class AirwaveRunLauncher(DefaultRunLauncher):
     """`DefaultRunLauncher` plus a run-worker health check for workers on this machine.
 
-    It also never starts a second worker for one run. A `start_run` that times out in the
-    client (60 s; a loaded machine) has usually been served: the code server started the
-    worker. The queue (`max_user_code_failure_retries`) would requeue the run and launch it
-    again; a worker that then finds its run QUEUED, or a second worker for a run already
-    running, ignores itself as a duplicate and exits, and the code server, seeing its latest
-    process for the run end with the run unfinished, marks the run failed, even while the first
-    worker still executes it (found by the ten-runs load test,
-    tests/integration/test_load_and_faults.py). So a timed-out start waits for the worker to
-    report itself, and a launch of a run whose worker is alive here does nothing.
+    It also never starts a second worker for one run. A `start_run` that fails in the client
+    (its 60 s deadline passed on a loaded machine, or the call broke off) has often been served:
+    the code server started the worker. The queue (`max_user_code_failure_retries`) would
+    requeue the run and launch it again; a worker that then finds its run QUEUED, or a second
+    worker for a run already running, ignores itself as a duplicate and exits, and the code
+    server, seeing its latest process for the run end with the run unfinished, marks the run
+    failed, even while the first worker still executes it (found by the ten-runs load test,
+    tests/integration/test_load_and_faults.py). So after a failed start the launcher asks the
+    code server whether it holds a worker for the run (`start_was_served`) and requeues only
+    when it does not; and a launch of a run whose worker is alive here, or held by its code
+    server, does nothing.
     """
 
     def launch_run(self, context: LaunchRunContext) -> None:
         """Start the run's worker in its code server, unless one already runs it."""
         run = context.dagster_run
+        probe = _GrpcStartProbe(self, run.run_id)
         pid = live_local_worker(self._instance, run.run_id)
-        if pid is not None:
+        held = (
+            pid is None
+            and GRPC_INFO_TAG in run.tags  # launched before: its code server may hold a worker
+            and run.run_id in (probe.code_server_runs() or set())
+        )
+        if pid is not None or held:
+            worker = f"Run worker {pid}" if pid is not None else "A run worker"
             self._instance.report_engine_event(
-                f"Run worker {pid} already executes this run (an earlier start that timed out "
-                "was served): not starting another",
+                f"{worker} already executes this run (an earlier start that failed in the "
+                "client was served): not starting another",
                 run,
                 cls=type(self),
             )
+            self._run_ids.add(run.run_id)
             return
         try:
             super().launch_run(context)
-        except DagsterUserCodeUnreachableError as error:
-            if not _timed_out(error):
+        except DagsterUserCodeUnreachableError:
+            served = start_was_served(run.run_id, probe)
+            if served is None:
                 raise
-            deadline = time.monotonic() + _SERVED_LATE_SECONDS
-            while time.monotonic() < deadline:
-                pid = live_local_worker(self._instance, run.run_id)
-                if pid is not None:
-                    self._instance.report_engine_event(
-                        f"start_run timed out but was served: run worker {pid} executes the run",
-                        run,
-                        cls=type(self),
-                    )
-                    self._run_ids.add(run.run_id)
-                    return
-                time.sleep(1.0)
-            raise
+            self._instance.report_engine_event(
+                f"start_run failed in the client but was served: {served}",
+                run,
+                cls=type(self),
+            )
+            self._run_ids.add(run.run_id)
 
     @property
     def supports_check_run_worker_health(self) -> bool:
