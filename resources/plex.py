@@ -53,6 +53,19 @@ Listings (`/all`, `/children`, `/allLeaves`) carry only the first few tags of ea
 Every resolved item therefore takes its tags from its metadata, read in batches of this size.
 """
 
+LISTING_EXCLUDES = (
+    "excludeElements=Media,Genre,Country,Guid,Rating,Collection,Director,Writer,Role,Producer,"
+    "Label,Similar,Style,Mood,Format,Image,UltraBlurColors&excludeFields=summary,tagline"
+)
+"""What a pool's listing asks Plex to leave out of every item: its tags, media, parts and streams
+and its longest texts. Plex Media Server's response options `excludeElements` and
+`excludeFields` (python-plexapi sends the same pair for a partial reload, `_EXCLUDES` in
+plexapi/base.py); with `includeGuids=0` a listing item keeps its attributes only (ratingKey,
+type, title, duration, the show's key…), about a third of the bytes to send and parse. A pool
+needs no more: an item written to the database is completed from its own metadata anyway
+(`PlexClient.complete`). A server that ignores the options sends the full items, read the same
+way."""
+
 PLAYABLE_LIBTYPE = {"movie": "movie", "show": "episode"}
 """What a library type resolves to: TV is always resolved at episode level."""
 
@@ -328,9 +341,10 @@ class PlexClient:
     ) -> list[MediaItem]:
         """The pool of `resolve_pool` as the searches list it: one search per library, no more.
 
-        Membership, order, rating keys, types, titles and durations are exactly the complete
-        pool's; tag lists may be cut short (real servers list the first few of each kind),
-        episodes lack their show's facts and items lack stream details. A build lays its
+        Membership, order, rating keys, types, titles, durations and the episodes' show keys
+        are exactly the complete pool's; tags, media, summaries and taglines are left out of the
+        listing (`LISTING_EXCLUDES`; a server that ignores that sends its first few tags of each
+        kind), episodes lack their show's facts and items lack stream details. A build lays its
         schedule from this and completes only the items the schedule plays (`complete`).
         """
         parts: list[tuple[str, list[MediaItem]]] = []
@@ -518,8 +532,12 @@ class PlexClient:
             # plexapi validates the filters and the sort against the section's vocabulary and
             # builds the search path; the pages are read as XML elements, not plexapi objects.
             key = section._buildSearchKey(
-                sort=sort, libtype=PLAYABLE_LIBTYPE[section.type], filters=filters
+                sort=sort,
+                libtype=PLAYABLE_LIBTYPE[section.type],
+                filters=filters,
+                includeGuids=False,
             )
+            key = f"{key}{'&' if '?' in key else '?'}{LISTING_EXCLUDES}"
             return [_item(element, _key(section), {}) for element in self._listing(key)]
 
     def _listing(self, key: str) -> list[Element]:

@@ -414,10 +414,22 @@ def test_a_listed_pool_is_the_pool_read_from_its_searches_alone(emulator, client
     requests = emulator.stats()
 
     def essentials(item: MediaItem) -> tuple[object, ...]:
-        return (item.rating_key, item.type, item.title, item.duration_ms, item.library_key)
+        return (
+            item.rating_key,
+            item.type,
+            item.title,
+            item.duration_ms,
+            item.library_key,
+            item.show_rating_key,
+        )
 
     assert [essentials(i) for i in listed] == [essentials(i) for i in complete]
     assert requests["by_kind"] == {"search": 6}  # three definitions, two libraries each
+    # The listings were asked to leave out what a pool does not need (LISTING_EXCLUDES).
+    assert any(i.type == "episode" for i in listed)
+    assert not any(i.genres or i.cast or i.directors or i.summary or i.tagline for i in listed)
+    assert not any(i.resolution for i in listed)
+    assert any(i.genres and i.summary and i.resolution for i in complete)
     emulator.reset_stats()
     assert client.complete(listed[:5]) == complete[:5]
     assert emulator.stats()["by_kind"]["metadata"] <= 2  # the items, then shows not yet read

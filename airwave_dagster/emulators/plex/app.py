@@ -150,10 +150,14 @@ class PlexApp:
                     return Response(400, message.encode(), "text/html;charset=utf-8", "bad_request")
         return not_found()
 
-    def options(self, *, full: bool = False, streams: bool = False) -> RenderOptions:
-        """Rendering switches for this request."""
+    def options(self, parsed: SearchRequest, *, full: bool = False) -> RenderOptions:
+        """Rendering switches for this request (its query, `parse_search`)."""
         return RenderOptions(
-            full=full, truncate_tags=self._truncate_tags(), include_streams=streams
+            full=full,
+            truncate_tags=self._truncate_tags(),
+            include_streams=parsed.include_streams,
+            exclude_elements=parsed.exclude_elements,
+            exclude_fields=parsed.exclude_fields,
         )
 
     def root(self, request: Request) -> Response:
@@ -224,7 +228,7 @@ class PlexApp:
         matched = self._matched(section, item_type, parsed)
         window = self._window(request, parsed)
         page = matched[window]
-        options = self.options(streams=parsed.include_streams)
+        options = self.options(parsed)
         rendered_page = [self.renderer.item(item, options) for item in page]
         document = container(
             [meta, *rendered_page],
@@ -381,7 +385,7 @@ class PlexApp:
 
     def metadata(self, request: Request, keys: str) -> Response:
         """`GET /library/metadata/{rk}[,{rk}…]`: full items, tags never truncated (G18)."""
-        options = self.options(full=True)
+        options = self.options(parse_search(request.query), full=True)
         rendered: list[str] = []
         for raw in keys.split(","):
             if not raw:
@@ -425,7 +429,7 @@ class PlexApp:
         parsed = parse_search(request.query)
         window = self._window(request, parsed)
         page = items[window]
-        options = self.options(streams=parsed.include_streams)
+        options = self.options(parsed)
         document = container(
             [self.renderer.item(item, options) for item in page],
             size=len(page),
@@ -458,7 +462,7 @@ class PlexApp:
         window = self._window(request, parsed)
         members = [self.library.items[k] for k in record.members]
         page = members[window]
-        options = self.options()
+        options = self.options(parsed)
         document = container(
             [self.renderer.item(item, options) for item in page],
             size=len(page),
@@ -514,7 +518,7 @@ class PlexApp:
         window = self._window(request, parsed)
         entries = list(enumerate(playlist.items, start=1))
         page = entries[window]
-        options = self.options()
+        options = self.options(parsed)
         rendered = [
             self.renderer.item(
                 self.library.items[k], options, [("playlistItemID", playlist.rating_key * 100 + n)]

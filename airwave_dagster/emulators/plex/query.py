@@ -91,6 +91,10 @@ class SearchRequest:
     include_streams: bool
     start: int | None
     size: int | None
+    exclude_elements: frozenset[str] = frozenset()
+    """Child elements an item is written without (`excludeElements=Media,Genre,…`)."""
+    exclude_fields: frozenset[str] = frozenset()
+    """Attributes an item is written without (`excludeFields=summary,tagline`)."""
 
 
 def decode_query(raw: str) -> list[Term]:
@@ -114,6 +118,8 @@ def parse_search(raw_query: str) -> SearchRequest:
     """Split a section search query into options and the ordered filter terms."""
     type_number = sort = limit = start = size = None
     include_meta = include_streams = False
+    exclude_elements: frozenset[str] = frozenset()
+    exclude_fields: frozenset[str] = frozenset()
     terms: list[Term] = []
     for term in decode_query(raw_query):
         if term.name in CONTROL:
@@ -130,13 +136,31 @@ def parse_search(raw_query: str) -> SearchRequest:
             include_meta = term.value == "1"
         elif term.name == "includeElements":
             include_streams = "Stream" in term.value.split(",")
+        elif term.name == "excludeElements":
+            exclude_elements |= _names(term.value)
+        elif term.name == "excludeFields":
+            exclude_fields |= _names(term.value)
         elif term.name == "X-Plex-Container-Start":
             start = _int(term.value, term.name)
         elif term.name == "X-Plex-Container-Size":
             size = _int(term.value, term.name)
     return SearchRequest(
-        type_number, sort, limit, tuple(terms), include_meta, include_streams, start, size
+        type_number,
+        sort,
+        limit,
+        tuple(terms),
+        include_meta,
+        include_streams,
+        start,
+        size,
+        exclude_elements,
+        exclude_fields,
     )
+
+
+def _names(value: str) -> frozenset[str]:
+    """The names of a comma-separated list argument, blanks dropped."""
+    return frozenset(name.strip() for name in value.split(",") if name.strip())
 
 
 def result_type(section_type: str, type_number: int | None) -> str:

@@ -57,6 +57,11 @@ class RenderOptions:
     full: bool = False
     truncate_tags: bool = True
     include_streams: bool = False
+    exclude_elements: frozenset[str] = frozenset()
+    """Child elements left out of every item (`excludeElements`): `Media` takes its parts and
+    streams with it, a tag kind (`Genre`, `Role`…) all its tags."""
+    exclude_fields: frozenset[str] = frozenset()
+    """Attributes left out of every item (`excludeFields`), `summary` and `tagline` typically."""
 
 
 def escape(value: object) -> str:
@@ -77,6 +82,13 @@ def container(children: Iterable[str], *, size: int | None = None, **extra: obje
         pairs.append(("size", size))
     pairs.extend(extra.items())
     return f"{XML_HEADER}<MediaContainer{attributes(pairs)}>{body}</MediaContainer>"
+
+
+def _kept(pairs: list[tuple[str, object]], options: RenderOptions) -> list[tuple[str, object]]:
+    """The attributes `excludeFields` did not ask to leave out."""
+    if not options.exclude_fields:
+        return pairs
+    return [(name, value) for name, value in pairs if name not in options.exclude_fields]
 
 
 def _number(value: float | None) -> str | None:
@@ -164,10 +176,10 @@ class Renderer:
         pairs += self.section_attrs(item.section_key)
         pairs += list(extra)
         body = self._media(item, options) + self._tags(item, options)
-        return f"<Video{attributes(pairs)}>{body}</Video>"
+        return f"<Video{attributes(_kept(pairs, options))}>{body}</Video>"
 
     def _media(self, item: Item, options: RenderOptions) -> str:
-        if item.resolution is None:
+        if item.resolution is None or "Media" in options.exclude_elements:
             return ""
         media_id = item.rating_key * 10
         part_id = media_id * 10
@@ -266,6 +278,8 @@ class Renderer:
         tags = self.library.tags
         out: list[str] = []
         for element, kind, names in groups:
+            if element in options.exclude_elements:
+                continue
             if options.truncate_tags and not options.full:
                 names = names[: LISTING_TAG_LIMITS.get(element, len(names))]
             for name in names:
@@ -299,7 +313,8 @@ class Renderer:
         pairs += self._watch(item)
         pairs += self.section_attrs(item.section_key)
         pairs += list(extra)
-        return f"<Directory{attributes(pairs)}>{self._tags(item, options)}</Directory>"
+        kept = attributes(_kept(pairs, options))
+        return f"<Directory{kept}>{self._tags(item, options)}</Directory>"
 
     def _season(self, item: Item, extra: Iterable[tuple[str, object]]) -> str:
         show = self.library.items[item.show_rating_key or 0]

@@ -418,6 +418,28 @@ def test_listings_truncate_tags_when_asked(small) -> None:
     assert [r.tag for r in full.roles] == list(record.actors)
 
 
+def test_items_leave_out_the_elements_and_fields_a_request_excludes(emulator, plex) -> None:
+    """`excludeElements` and `excludeFields`, as python-plexapi sends them for partial reloads."""
+    excluded = "excludeElements=Media,Genre,Role&excludeFields=summary,tagline"
+    movie = next(m for m in emulator.library.movies() if m.genres and m.actors and m.summary)
+    episode = next(e for e in emulator.library.episodes() if e.resolution)
+    for path in (
+        f"/library/sections/1/all?type=1&{excluded}",
+        f"/library/metadata/{movie.rating_key},{episode.rating_key}?{excluded}",
+        f"/library/sections/2/all?type=4&{excluded}",
+    ):
+        items = [e for e in plex.query(path) if "ratingKey" in e.attrib]
+        assert items, path
+        for element in items:
+            assert not {"Media", "Genre", "Role"} & {child.tag for child in element}, path
+            assert not {"summary", "tagline"} & set(element.attrib), path
+            assert {"ratingKey", "type", "title", "duration"} <= set(element.attrib), path
+    # Without the options the same items carry all of it.
+    full = plex.query(f"/library/metadata/{movie.rating_key}")[0]
+    assert {"Media", "Genre", "Role"} <= {child.tag for child in full}
+    assert full.attrib["summary"] == movie.summary
+
+
 def test_total_duration_from_media_providers(emulator, movies) -> None:
     assert movies.totalDuration == sum(m.duration_ms for m in emulator.library.movies())
 
