@@ -177,12 +177,11 @@ def apply_channel(
                 else None
             )
             # Only the items the window plays are written: only they need their full metadata.
+            keys = frozenset() if build is None else build.played_keys
             played = (
                 []
                 if build is None
-                else plex.get_client().complete(
-                    [item for item in pool if item.rating_key in build.played_keys]
-                )
+                else plex.get_client().complete([item for item in pool if item.rating_key in keys])
             )
             failpoints.reach(failpoints.BUILD_BEFORE_COMMIT, key=number)
             with (

@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from tests.support.plex import (  # first: isolates plexapi's config (G17)
@@ -24,6 +25,7 @@ import pytest
 from airwave_dagster.domain.library import MediaItem
 from airwave_dagster.emulators.plex import Item, start_emulator
 from airwave_dagster.emulators.plex.vocabulary import local_midnight
+from resources import plex as plex_resource
 from resources.plex import (
     PlexAuthError,
     PlexClient,
@@ -615,3 +617,29 @@ def test_a_client_given_another_s_vocabulary_asks_plex_only_for_pools_and_items(
     assert set(requests) == {"search", "metadata"}, requests
     assert requests["search"] == 4  # two definitions, two libraries each
     assert pool == planner.resolve_pool(definitions, sort="year:desc")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2024-02-29",
+        "2023-02-29",
+        "2024-13-01",
+        "2024-00-10",
+        "1999-1-5",
+        "1999-01-5",
+        "0999-01-01",
+        "abcd-ef-gh",
+        "2024-02-3x",
+        "20240203",
+        "",
+        "\uff11\uff19\uff19\uff19-01-01",  # fullwidth digits
+    ],
+)
+def test_a_release_day_is_read_as_strptime_reads_it(text: str) -> None:
+    """The fast path for the usual form agrees with plexapi's `strptime("%Y-%m-%d")`."""
+    try:
+        expected: str | None = datetime.strptime(text, "%Y-%m-%d").strftime("%Y-%m-%d")
+    except ValueError:
+        expected = None
+    assert plex_resource._release_day(text) == expected
