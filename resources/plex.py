@@ -10,6 +10,8 @@ import enum
 import logging
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -796,22 +798,52 @@ class PlexResource(dg.ConfigurableResource):
     timeout_seconds: float = Field(default=30.0, description="Seconds to wait for each response.")
 
     _client: PlexClient | None = PrivateAttr(default=None)
+    _run_id: str | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """One client per initialisation: a step process, or a whole in-process run."""
+        """Remember the run: its steps in this process share one client (`get_client`)."""
         self._client = None
+        self._run_id = context.run_id
 
     def get_client(self) -> PlexClient:
-        """This initialisation's client (connects on first use; sections and filters cached).
+        """The run's client in this process (connects on first use; vocabulary cached).
 
-        Steps run in processes of their own (multiprocess, celery), so the cache lives for one
-        step there; an in-process run shares it across its steps instead of listing every
-        library's sections and filter types again for each channel.
+        Every step of a run that executes in this process gets the same client, so the
+        sections, filter fields, sorts, choices and shows it has read serve them all: on the
+        threads executor a whole run, in a step process (multiprocess, celery) that step. The
+        client's caches are only ever filled with what Plex answers, so concurrent steps at
+        worst read a thing twice. Outside a run (tests, `build_resources`) each initialisation
+        has a client of its own.
         """
         if self._client is None:
             token = self.token or dg.EnvVar(self.token_env_var).get_value() or ""
-            self._client = PlexClient(self.base_url, token, timeout=self.timeout_seconds)
+            identity = (self.base_url, token, self.timeout_seconds)
+            if self._run_id is None:
+                self._client = PlexClient(self.base_url, token, timeout=self.timeout_seconds)
+            else:
+                self._client = _run_client(self._run_id, identity)
         return self._client
+
+
+_RUN_CLIENTS: OrderedDict[tuple[str, tuple[str, str, float]], PlexClient] = OrderedDict()
+_RUN_CLIENTS_LOCK = threading.Lock()
+_RUN_CLIENTS_KEPT = 8
+"""Runs whose clients a process keeps (a run worker has one; a test process runs many)."""
+
+
+def _run_client(run_id: str, identity: tuple[str, str, float]) -> PlexClient:
+    """The client of `run_id` for this server, token and timeout in this process."""
+    key = (run_id, identity)
+    with _RUN_CLIENTS_LOCK:
+        client = _RUN_CLIENTS.get(key)
+        if client is None:
+            base_url, token, timeout = identity
+            client = _RUN_CLIENTS[key] = PlexClient(base_url, token, timeout=timeout)
+            while len(_RUN_CLIENTS) > _RUN_CLIENTS_KEPT:
+                _RUN_CLIENTS.popitem(last=False)
+        else:
+            _RUN_CLIENTS.move_to_end(key)
+        return client
 
 
 def _key(section: LibrarySection) -> str:

@@ -22,6 +22,7 @@ from dagster import OpExecutionContext
 
 from airwave_dagster import settings
 from ops.steps import fan_out_executor
+from resources.plex import PlexResource
 from resources.pools import set_pool_limit
 from tests.support.instances import instance_on
 from tests.support.schemas import fresh_schema
@@ -139,6 +140,26 @@ def hung_job() -> None:
     hang()
 
 
+@dg.op
+def client_of(plex: PlexResource, index: int) -> tuple[int, int]:
+    """Which client this step's Plex resource hands out (no request is made)."""
+    time.sleep(0.2)  # the steps overlap
+    return index, id(plex.get_client())
+
+
+@dg.op
+def clients_seen(seen: list[tuple[int, int]]) -> list[int]:
+    return sorted({client for _, client in seen})
+
+
+@dg.job(
+    executor_def=fan_out_executor(3, start_method="spawn"),
+    resource_defs={"plex": PlexResource(base_url="http://127.0.0.1:9", token="t")},
+)
+def plex_clients_job() -> None:
+    clients_seen(fan().map(client_of).collect())
+
+
 def _events(
     instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventType
 ) -> list[dg.DagsterEvent]:
@@ -176,6 +197,19 @@ def test_each_step_runs_in_a_thread_of_the_run_worker_with_its_own_events(
     # At most max_concurrent (3) at once, and the window was used.
     most = _most_at_once([(b["began"], b["ended"]) for b in built])
     assert 2 <= most <= 3, most
+
+
+def test_the_steps_of_a_run_share_one_plex_client_and_runs_do_not(
+    threads_env: None, instance: dg.DagsterInstance
+) -> None:
+    """The run's sections, filter vocabulary and shows are read once for all its steps."""
+    seen = []
+    for _ in range(2):
+        with dg.execute_job(dg.reconstructable(plex_clients_job), instance=instance) as result:
+            assert result.success
+            seen.append(result.output_for_node("clients_seen"))
+    assert [len(clients) for clients in seen] == [1, 1], seen
+    assert seen[0] != seen[1], "a second run reuses the first run's client"
 
 
 def test_a_run_config_bound_holds(threads_env: None, instance: dg.DagsterInstance) -> None:
