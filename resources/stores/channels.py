@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
@@ -743,6 +744,20 @@ def _select_ids(
     return dict(conn.execute(query).tuples().all())
 
 
+_ROW_KEYS = (
+    "id",
+    "rating_key",
+    "type",
+    "title",
+    "duration_ms",
+    "year",
+    "air_date",
+    "parent_id",
+    "guide",
+)
+"""The `media_item` columns `_insert_ids` takes from each row (the rest are one value a batch)."""
+
+
 def _insert_ids(
     conn: Connection, source_id: str, rows: Sequence[dict[str, Any]], *, kind: str | None = None
 ) -> dict[str, str]:
@@ -750,14 +765,37 @@ def _insert_ids(
 
     One statement: the insert's returned ids, plus the ids of rows that already existed. A row
     a concurrent build inserted after this statement began is neither, so its id is read by a
-    second statement, only then.
+    second statement, only then. The rows travel as one JSONB array unpacked by
+    `jsonb_to_recordset`, so the statement has the same shape for any number of rows and
+    SQLAlchemy compiles it once per process instead of once per build (a multi-row VALUES of
+    a few hundred bound values took as long to compile as to run).
     """
     m = t.media_item.c
     keys = [row["rating_key"] for row in rows]
+    columns = [m[key] for key in _ROW_KEYS]
+    unpacked = (
+        sa.func.jsonb_to_recordset(sa.bindparam("media_rows", type_=pg.JSONB))
+        .table_valued(*(sa.column(c.name, c.type) for c in columns))
+        .render_derived(name="media_rows", with_types=True)
+    )
+    payload: list[dict[str, Any]] = []
+    for row in rows:
+        unknown = row.keys() - {*_ROW_KEYS, "media_source_id"}
+        if unknown:
+            raise ValueError(f"media_item rows carry no such column here: {sorted(unknown)}")
+        full = {"id": new_id(), **row}
+        payload.append({c.name: full.get(key) for key, c in zip(_ROW_KEYS, columns, strict=True)})
     inserted = (
         pg_insert(t.media_item)
-        # Column defaults computed in Python are not applied inside a WITH: given here.
-        .values([{"id": new_id(), "updated_at": t.utc_now(), **row} for row in rows])
+        .from_select(
+            [*columns, m.media_source_id, m.updated_at],
+            sa.select(
+                *(unpacked.c[c.name] for c in columns),
+                sa.literal(source_id, sa.Text),
+                # Column defaults computed in Python are not applied to an INSERT … SELECT.
+                sa.literal(t.utc_now(), t.UtcTimestamp()),
+            ),
+        )
         .on_conflict_do_nothing(index_elements=[m.media_source_id, m.rating_key])
         .returning(m.rating_key, m.id)
         .cte("inserted")
@@ -768,7 +806,10 @@ def _insert_ids(
     if kind is not None:
         existing = existing.where(m.type == kind)
     found = dict(
-        conn.execute(sa.select(inserted.c.rating_key, inserted.c.id).union_all(existing))
+        conn.execute(
+            sa.select(inserted.c.rating_key, inserted.c.id).union_all(existing),
+            {"media_rows": payload},
+        )
         .tuples()
         .all()
     )
