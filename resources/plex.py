@@ -543,7 +543,8 @@ class PlexClient:
                 includeGuids=False,
             )
             key = f"{key}{'&' if '?' in key else '?'}{LISTING_EXCLUDES}"
-            return [_item(element, _key(section), {}) for element in self._listing(key)]
+            library_key = _key(section)  # once: plexapi's attribute access is not cheap
+            return [_item(element, library_key, {}) for element in self._listing(key)]
 
     def _listing(self, key: str) -> list[Element]:
         """Every item element of a paged listing, page after page (as plexapi's fetchItems).
