@@ -148,6 +148,11 @@ judged never served: a `start_run` handler that began before the first answer ha
 the code server's table by the second (it registers it under the lock that answer takes)."""
 
 
+_UNREACHABLE_SECONDS = 15.0
+"""How long a code server that never answered may stay unreachable before a start is judged not
+served (a call that timed out already waited its whole gRPC deadline)."""
+
+
 class StartProbe(Protocol):
     """What a launcher can ask after a `start_run` call that failed in the client."""
 
@@ -166,6 +171,7 @@ def start_was_served(
     *,
     window_seconds: float = _SERVED_LATE_SECONDS,
     confirm_seconds: float = _ABSENT_CONFIRM_SECONDS,
+    unreachable_seconds: float = _UNREACHABLE_SECONDS,
     poll_seconds: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
@@ -179,10 +185,13 @@ def start_was_served(
     apart, had no worker for the run, or had one that ended without ever reporting itself (its
     setup failed; it never executed the run). A worker the code server holds counts as served
     even when it is slower than `window_seconds` to report itself: launching the run again would
-    make it find its run QUEUED and exit as a duplicate. When neither the code server nor a
-    worker answers within `window_seconds`, the start counts as not served.
+    make it find its run QUEUED and exit as a duplicate. A code server that cannot be reached
+    for `unreachable_seconds` without ever having shown the run (it is down or restarting: the
+    queue's retries are for that), or any situation undecided after `window_seconds`, counts as
+    not served.
     """
-    deadline = clock() + window_seconds
+    started = clock()
+    deadline = started + window_seconds
     held = False
     absent_since: float | None = None
     while True:
@@ -191,6 +200,8 @@ def start_was_served(
             return f"run worker {pid} reported itself"
         runs = probe.code_server_runs()
         now = clock()
+        if runs is None and not held and now - started >= unreachable_seconds:
+            return None
         if runs is not None:
             if run_id in runs:
                 held, absent_since = True, None

@@ -95,13 +95,27 @@ def test_a_worker_that_reported_itself_just_before_ending_was_served() -> None:
     assert decide(script) == "run worker 4242 reported itself"
 
 
-def test_an_unreachable_code_server_is_asked_again_until_the_window_ends() -> None:
+def test_a_code_server_down_for_15_s_lets_the_queue_retry() -> None:
+    """Down or restarting: the queue's own retries (`max_user_code_failure_retries`) apply."""
     script = Script(unreachable_until=1e9)
-    assert decide(script, window=30.0) is None
-    assert script.now == 30.0
-    assert len(script.asked) == 31
+    assert decide(script) is None
+    assert script.now == 15.0
+    assert len(script.asked) == 16
+
+
+def test_a_code_server_lost_after_it_showed_the_worker_is_waited_for() -> None:
+    script = Script(pid_from=100.0)
+    answers = iter([{RUN}])
+
+    def flaky() -> set[str] | None:
+        script.asked.append(script.now)
+        return next(answers, None)  # shows the worker once, then cannot be reached
+
+    script.code_server_runs = flaky  # type: ignore[method-assign]
+    assert decide(script) == "run worker 4242 reported itself"
+    assert script.now == 100.0
 
 
 def test_a_code_server_that_answers_late_still_decides() -> None:
-    script = Script(unreachable_until=20.0, held=(0.0, 1e9), pid_from=25.0)
+    script = Script(unreachable_until=10.0, held=(0.0, 1e9), pid_from=25.0)
     assert decide(script) == "run worker 4242 reported itself"
