@@ -7,9 +7,18 @@ STEP_UP_FOR_RETRY and its delay, re-execution's known state) and `InstanceConcur
 (the slots of op pools such as `llm`, claimed in the instance before a step starts), the same
 objects the multiprocess executor drives. Each thread executes its one step as a multiprocess
 step process does (`MultiprocessExecutorChildProcessCommand`): a sub-plan of that step through
-`execute_plan_iterator`, its resources built for the step, its events written by the step and
-handed to the orchestrating thread. What a step no longer pays is the process: a forkserver
+Dagster's `execute_plan_iterator` (with the run's resources, below), its events written by the
+step and handed to the orchestrating thread. What a step no longer pays is the process: a forkserver
 child, `DagsterInstance.from_ref` and a second code-location load per step.
+
+Resources are the run's, as on Dagster's in-process executor: the first step that needs a set of
+resources initializes them with Dagster's own code (its RESOURCE_INIT events are that step's; a
+failure there is that step's resource-init failure, retried by its policy, and nothing is kept),
+and every later step needing the same set gets the same objects; they are torn down when the
+executor ends. Each step still gets exactly the resources it requires. Resources shared this
+way are used by concurrent steps, so they must be thread-safe (Airwave's are: engines, the
+run's Plex client, a stateless IO manager); an async resource would be bound to the event loop
+of the step that built it, and is not supported here.
 
 Every step's events are stored from this one process, so for the run its instance keeps a few
 event-log connections open instead of opening one per event (`kept_event_connections`).
@@ -47,26 +56,32 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from typing import Any, cast
 
 from dagster._core.definitions.reconstruct import ReconstructableJob
 from dagster._core.definitions.repository_definition import RepositoryLoadData
+from dagster._core.definitions.scoped_resources_builder import ScopedResourcesBuilder
 from dagster._core.errors import DagsterExecutionInterruptedError, DagsterSubprocessError
 from dagster._core.events import DagsterEvent, EngineEventData
-from dagster._core.execution.api import create_execution_plan, execute_plan_iterator
+from dagster._core.execution.api import ExecuteRunWithPlanIterable, create_execution_plan
 from dagster._core.execution.context.system import PlanOrchestrationContext
+from dagster._core.execution.context_creation_job import PlanExecutionContextManager
 from dagster._core.execution.plan.active import ActiveExecution
+from dagster._core.execution.plan.execute_plan import inner_plan_execution_iterator
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 from dagster._core.execution.plan.plan import ExecutionPlan
 from dagster._core.execution.plan.state import KnownExecutionState
+from dagster._core.execution.resources_init import resource_initialization_manager
 from dagster._core.execution.retries import RetryMode
 from dagster._core.executor.base import Executor
 from dagster._core.instance import DagsterInstance
 from dagster._core.log_manager import DagsterLogManager
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
+from dagster._utils import EventGenerationManager
 from dagster._utils.error import SerializableErrorInfo, serializable_error_info_from_exc_info
 
 from resources.event_storage import kept_event_connections
@@ -110,6 +125,8 @@ class _Running:
         self._next = 0
         self.alive: dict[int, str] = {}
         self.current: dict[str, int] = {}
+        self.init_failed: set[int] = set()
+        """Threads whose resource-init failure is handled: their raise that follows is expected."""
 
     def start(self, key: str) -> int:
         self._next += 1
@@ -120,6 +137,7 @@ class _Running:
     def end(self, key: str, token: int) -> bool:
         """Forget the thread; True when it ran the step's current attempt."""
         self.alive.pop(token, None)
+        self.init_failed.discard(token)
         if self.current.get(key) != token:
             return False
         del self.current[key]
@@ -228,6 +246,50 @@ def yaml_handlers_once(instance: DagsterInstance) -> Iterator[None]:
         del instance.get_yaml_python_handlers
 
 
+class RunResources:
+    """The run's resources, each set of them initialized once and shared by the steps needing it.
+
+    `manager` stands in for Dagster's `resource_initialization_manager` in a step's execution
+    context: the first step asking for a set of resource keys runs Dagster's initialization of
+    that set (its events are the step's); the steps after it get the initialized objects without
+    events. Initialization holds a lock, so concurrent first steps initialize a set once; one
+    that fails keeps nothing, and the next step asking tries again. `teardown` ends every set
+    initialized (Dagster's teardown of each, in reverse order), once the run's steps are done.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ready: dict[frozenset[str], ScopedResourcesBuilder] = {}
+        self._managers: list[EventGenerationManager[ScopedResourcesBuilder]] = []
+
+    def manager(self, **kwargs: Any) -> EventGenerationManager[ScopedResourcesBuilder]:
+        """The step's resources: `resource_initialization_manager`'s arguments, shared result."""
+        keys = frozenset(cast("Iterable[str]", kwargs["resource_keys_to_init"]))
+        return EventGenerationManager(self._setup(keys, kwargs), ScopedResourcesBuilder)
+
+    def _setup(
+        self, keys: frozenset[str], kwargs: Mapping[str, Any]
+    ) -> Iterator[DagsterEvent | ScopedResourcesBuilder]:
+        with self._lock:
+            if keys not in self._ready:
+                initialization = resource_initialization_manager(**kwargs)
+                # Yielded as they come: a failure's events reach the orchestrator before it raises.
+                yield from initialization.generate_setup_events()
+                self._ready[keys] = initialization.get_object()
+                self._managers.append(initialization)
+            builder = self._ready[keys]
+        yield builder
+        # Nothing after the step: the resources outlive it (see `teardown`).
+
+    def teardown(self) -> Iterator[DagsterEvent]:
+        """Dagster's teardown of every set initialized, latest first; each set once."""
+        with self._lock:
+            managers, self._managers = self._managers[::-1], []
+            self._ready.clear()
+        for initialization in managers:
+            yield from initialization.generate_teardown_events()
+
+
 @dataclass(frozen=True)
 class _StepWork:
     """What a step thread needs to execute its step: the child process command's fields."""
@@ -239,10 +301,14 @@ class _StepWork:
     retries: RetryMode
     known_state: KnownExecutionState
     repository_load_data: RepositoryLoadData | None
+    resources: RunResources
 
 
 def _execute_step(work: _StepWork, step_key: str, token: int, out: _Outbox) -> None:
-    """Execute `step_key` as a sub-plan of its own, every event and the end handed to `out`."""
+    """Execute `step_key` as a sub-plan of its own, every event and the end handed to `out`.
+
+    As `execute_plan_iterator` does for a step process, with the run's shared resources.
+    """
     try:
         plan = create_execution_plan(
             job=work.job,
@@ -251,14 +317,21 @@ def _execute_step(work: _StepWork, step_key: str, token: int, out: _Outbox) -> N
             known_state=work.known_state,
             repository_load_data=work.repository_load_data,
         )
-        for event in execute_plan_iterator(
-            plan,
-            work.job,
-            work.dagster_run,
-            run_config=work.run_config,
-            retry_mode=work.retries.for_inner_plan(),
-            instance=work.instance,
-        ):
+        job = work.job.with_repository_load_data(plan.repository_load_data)
+        execution = ExecuteRunWithPlanIterable(
+            execution_plan=plan,
+            iterator=inner_plan_execution_iterator,
+            execution_context_manager=PlanExecutionContextManager(
+                job=job,
+                execution_plan=plan,
+                run_config=work.run_config,
+                dagster_run=work.dagster_run,
+                instance=work.instance,
+                retry_mode=work.retries.for_inner_plan(),
+                scoped_resources_builder_cm=work.resources.manager,
+            ),
+        )
+        for event in execution:
             out.put((step_key, token, event))
     except BaseException:  # the orchestrator turns it into the step's retry or failure
         error = serializable_error_info_from_exc_info(sys.exc_info())
@@ -325,7 +398,15 @@ class ThreadsExecutor(Executor):
                     step_dependency_config=self.step_dependency_config,
                 )
             )
-            yield from self._orchestrate(plan_context, execution_plan, active)
+            resources = RunResources()
+            try:
+                yield from self._orchestrate(plan_context, execution_plan, active, resources)
+                yield from resources.teardown()
+            finally:
+                # After a failure or an interruption: torn down all the same (the events of a
+                # teardown are stored as they are made, not by being passed on).
+                for _event in resources.teardown():
+                    pass
         yield DagsterEvent.engine_event(
             plan_context,
             f"Threads executor: all steps done after {time.monotonic() - started:.1f} s",
@@ -337,6 +418,7 @@ class ThreadsExecutor(Executor):
         plan_context: PlanOrchestrationContext,
         execution_plan: ExecutionPlan,
         active: ActiveExecution,
+        resources: RunResources,
     ) -> Iterator[DagsterEvent]:
         """Start steps as slots free up, pass their events on, until the plan is done or stopped."""
         messages: _Outbox = queue.SimpleQueue()
@@ -364,7 +446,7 @@ class ThreadsExecutor(Executor):
                 raise DagsterExecutionInterruptedError()
             if stop_deadline is None:
                 yield from self._start_steps(
-                    plan_context, execution_plan, active, messages, running
+                    plan_context, execution_plan, active, messages, running, resources
                 )
             yield from self._drain(plan_context, active, messages, running, errors)
             yield from active.plan_events_iterator(plan_context)
@@ -389,6 +471,7 @@ class ThreadsExecutor(Executor):
         active: ActiveExecution,
         messages: _Outbox,
         running: _Running,
+        resources: RunResources,
     ) -> Iterator[DagsterEvent]:
         steps = active.get_steps_to_execute(limit=self.max_concurrent - len(running))
         yield from active.concurrency_event_iterator(plan_context)
@@ -402,6 +485,7 @@ class ThreadsExecutor(Executor):
             retries=self.retries,
             known_state=active.get_known_state(),
             repository_load_data=execution_plan.repository_load_data,
+            resources=resources,
         )
         for step in steps:
             # The dispatch of the step, as the multiprocess executor records it before its process.
@@ -452,6 +536,10 @@ class ThreadsExecutor(Executor):
                 active.verify_complete(plan_context, key)
             return
         if isinstance(message, _StepRaised):
+            if token in running.init_failed:
+                # Dagster raises after a resource-init failure's event, whose retry or failure
+                # is already decided by the step's policy (below): not another error.
+                return
             if not running.is_current(key, token) or key not in active._in_flight:
                 # Its outcome is already recorded (the raise came after it).
                 errors.append(message.error)
@@ -474,6 +562,7 @@ class ThreadsExecutor(Executor):
         yield message
         active.handle_event(message)
         if message.is_resource_init_failure:
+            running.init_failed.add(token)
             step_context = plan_context.for_step(active.get_step_by_key(key))
             error = message.engine_event_data.error
             assert isinstance(error, SerializableErrorInfo)

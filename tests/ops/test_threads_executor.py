@@ -160,6 +160,50 @@ def plex_clients_job() -> None:
     clients_seen(fan().map(client_of).collect())
 
 
+LIFECYCLE: list[tuple[str, str]] = []
+"""What the counted resources did in this process: (event, resource), in order."""
+FAIL_FIRST_INIT: list[bool] = []
+"""Non-empty: the next initialization of `tracked` fails (and empties it)."""
+
+
+@dg.resource
+def tracked(init_context: dg.InitResourceContext) -> Iterator[object]:
+    """A resource whose initializations and teardowns are recorded, failing once when asked."""
+    LIFECYCLE.append(("init", "tracked"))
+    if FAIL_FIRST_INIT:
+        FAIL_FIRST_INIT.clear()
+        raise ConnectionError("the database is restarting")
+    made = object()
+    yield made
+    LIFECYCLE.append(("teardown", "tracked"))
+
+
+@dg.resource
+def other(init_context: dg.InitResourceContext) -> Iterator[object]:
+    LIFECYCLE.append(("init", "other"))
+    yield object()
+    LIFECYCLE.append(("teardown", "other"))
+
+
+@dg.op(required_resource_keys={"tracked"}, retry_policy=dg.RetryPolicy(max_retries=1))
+def uses_tracked(context: OpExecutionContext, index: int) -> int:
+    time.sleep(0.1)  # the steps overlap
+    return id(context.resources.tracked)
+
+
+@dg.op(required_resource_keys={"other"})
+def uses_other(context: OpExecutionContext, seen: list[int]) -> list[int]:
+    return sorted(set(seen))
+
+
+@dg.job(
+    executor_def=fan_out_executor(3, start_method="spawn"),
+    resource_defs={"tracked": tracked, "other": other},
+)
+def tracked_job() -> None:
+    uses_other(fan().map(uses_tracked).collect())
+
+
 def _events(
     instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventType
 ) -> list[dg.DagsterEvent]:
@@ -343,3 +387,52 @@ def test_an_interrupted_run_with_a_hung_step_ends_after_the_grace(
         assert run.status == dg.DagsterRunStatus.CANCELED, (run.status, out, err[-3000:])
         messages = [r.user_message for r in instance.all_logs(run.run_id)]
     assert any("abandoning steps still running" in m and "hang" in m for m in messages)
+
+
+def test_a_run_initializes_each_set_of_resources_once_and_tears_it_down_at_the_end(
+    threads_env: None, instance: dg.DagsterInstance
+) -> None:
+    """As on the in-process executor: the run's steps share resources, each set built once."""
+    LIFECYCLE.clear()
+    with dg.execute_job(dg.reconstructable(tracked_job), instance=instance) as result:
+        assert result.success
+        shared = result.output_for_node("uses_other")
+        run_id = result.run_id
+    assert len(shared) == 1, "every mapped step got the same `tracked` object"
+    # `fan` needs no resource; WIDTH steps need `tracked`, one needs `other`: two sets, built
+    # once each, torn down at the end, latest first. (What follows is the result object's own
+    # resources, built to read the outputs.)
+    assert LIFECYCLE[:4] == [
+        ("init", "tracked"),
+        ("init", "other"),
+        ("teardown", "other"),
+        ("teardown", "tracked"),
+    ], LIFECYCLE
+    # In the event log: one initialization per set ({io_manager} for `fan`, with `tracked` for
+    # the mapped steps, with `other` for the last), each by the first step needing it.
+    started = [
+        (e.step_key or "").split("[")[0]
+        for e in _events(instance, run_id, dg.DagsterEventType.RESOURCE_INIT_STARTED)
+        if e.step_key  # not the result's reads
+    ]
+    assert sorted(started) == ["fan", "uses_other", "uses_tracked"], started
+
+
+def test_a_failed_resource_initialization_is_the_steps_and_is_retried(
+    threads_env: None, instance: dg.DagsterInstance
+) -> None:
+    """A set that failed to initialize keeps nothing: the retried step (or the next) builds it."""
+    LIFECYCLE.clear()
+    FAIL_FIRST_INIT.append(True)
+    with dg.execute_job(dg.reconstructable(tracked_job), instance=instance) as result:
+        assert result.success
+        assert len(result.output_for_node("uses_other")) == 1
+        run_id = result.run_id
+    # The failed init, the retried step's init, its teardown (then the result's own reads).
+    tracked_events = [event for event, name in LIFECYCLE if name == "tracked"]
+    assert tracked_events[:3] == ["init", "init", "teardown"], LIFECYCLE
+    failures = _events(instance, run_id, dg.DagsterEventType.RESOURCE_INIT_FAILURE)
+    assert len(failures) == 1 and failures[0].step_key.startswith("uses_tracked[")
+    assert "the database is restarting" in str(failures[0].event_specific_data)
+    retried = _events(instance, run_id, dg.DagsterEventType.STEP_UP_FOR_RETRY)
+    assert [e.step_key for e in retried] == [failures[0].step_key]
