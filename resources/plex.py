@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from xml.etree.ElementTree import Element, ParseError, tostring
@@ -38,7 +38,7 @@ from airwave_dagster.domain.filters import (
     LibraryFields,
     OfferedFields,
 )
-from airwave_dagster.domain.library import MEDIA_TYPES, Library, MediaItem, MediaType
+from airwave_dagster.domain.library import MEDIA_TYPES, ItemType, Library, MediaItem, MediaType
 from airwave_dagster.domain.pools import combine_pools
 from airwave_dagster.settings import PLEX_TOKEN_ENV, PLEX_URL_ENV
 
@@ -60,16 +60,20 @@ LISTING_EXCLUDES = (
     "Label,Similar,Style,Mood,Format,Image,UltraBlurColors"
     "&excludeFields=summary,tagline,key,guid,titleSort,updatedAt,userRating,lastViewedAt,"
     "viewOffset,editionTitle,parentKey,parentRatingKey,parentTitle,grandparentKey,"
-    "librarySectionID,librarySectionKey,librarySectionTitle"
+    "librarySectionID,librarySectionKey,librarySectionTitle,thumb,art,year,"
+    "originallyAvailableAt,addedAt,contentRating,contentRatingAge,rating,ratingImage,"
+    "audienceRating,audienceRatingImage,studio,index,parentIndex,grandparentTitle,viewCount,"
+    "skipCount,originalTitle,chapterSource,primaryExtraKey,parentThumb,grandparentThumb,"
+    "grandparentArt,grandparentTheme,theme,lastRatedAt,hasPremiumExtras,hasPremiumPrimaryExtra"
 )
-"""What a pool's listing asks Plex to leave out of every item: its tags, media, parts and streams,
-its longest texts and the attributes this client never reads. Plex Media Server's response
-options `excludeElements` and `excludeFields` (python-plexapi sends the pair for a partial
-reload, `_EXCLUDES` in plexapi/base.py); with `includeGuids=0` a listing item keeps only the
-attributes `_item` reads (ratingKey, type, title, duration, the show's key and title…), about a
-quarter of the bytes to send and parse. A pool needs no more: an item written to the database
-is completed from its own metadata anyway (`PlexClient.complete`). A server that ignores the
-options sends the full items, read the same way."""
+"""What a pool's listing asks Plex to leave out of every item: its tags, media, parts and
+streams, and every attribute but the few a listed item holds (`ListedItem`: ratingKey, type,
+title, duration, grandparentRatingKey). Plex Media Server's response options `excludeElements`
+and `excludeFields` (python-plexapi sends the pair for a partial reload, `_EXCLUDES` in
+plexapi/base.py); with `includeGuids=0` a listing carries a small fraction of the bytes to send
+and parse. A pool needs no more: an item written to the database is completed from its own
+metadata anyway (`PlexClient.complete`). A server that ignores the options sends the full
+items, read the same way."""
 
 PLAYABLE_LIBTYPE = {"movie": "movie", "show": "episode"}
 """What a library type resolves to: TV is always resolved at episode level."""
@@ -175,6 +179,41 @@ class _ShowFacts:
     network: str | None
     genres: tuple[str, ...]
     content_rating: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ListedItem:
+    """A pool member as its library's listing names it: what a pool and a schedule read.
+
+    Building a `MediaItem` per listed item (validated, every attribute converted) cost more than
+    the listing's HTTP exchange and parse together, for pools of hundreds of which a window plays
+    a few dozen. A listed item keeps its element, so `PlexClient.complete` can still fall back
+    to what the listing said for an item that vanished before it was completed.
+    """
+
+    rating_key: str
+    type: ItemType
+    title: str
+    duration_ms: int
+    library_key: str
+    show_rating_key: str | None
+    element: Element = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, element: Element, library_key: str) -> ListedItem:
+        """The `<Video>` element of a listing, read as `_item` reads it."""
+        a = element.attrib
+        episode = a.get("type") == "episode"
+        show_key = _int(a.get("grandparentRatingKey")) if episode else None
+        return cls(
+            rating_key=a["ratingKey"],
+            type="episode" if episode else "movie",
+            title=a.get("title") or "",
+            duration_ms=_int(a.get("duration")) or 0,
+            library_key=library_key,
+            show_rating_key=None if show_key is None else str(show_key),
+            element=element,
+        )
 
 
 class PlexClient:
@@ -306,12 +345,12 @@ class PlexClient:
 
     def _listed(
         self, plex_filter: dict[str, Any] | None, *, library_key: str | None, sort: str
-    ) -> list[MediaItem]:
+    ) -> list[ListedItem]:
         """`resolve` as the listings carry the items (see `list_pool`)."""
         envelope = (
             FilterEnvelope() if plex_filter is None else FilterEnvelope.model_validate(plex_filter)
         )
-        found: dict[str, MediaItem] = {}
+        found: dict[str, ListedItem] = {}
         for section in self._target_sections(envelope.effective_media_types, library_key):
             for item in self._search(section, envelope.filter, sort):
                 found.setdefault(item.rating_key, item)
@@ -343,16 +382,16 @@ class PlexClient:
         definitions: Sequence[tuple[str, dict[str, Any] | None, str | None]],
         *,
         sort: str,
-    ) -> list[MediaItem]:
+    ) -> list[ListedItem]:
         """The pool of `resolve_pool` as the searches list it: one search per library, no more.
 
-        Membership, order, rating keys, types, titles, durations and the episodes' show keys
-        are exactly the complete pool's; tags, media, summaries and taglines are left out of the
-        listing (`LISTING_EXCLUDES`; a server that ignores that sends its first few tags of each
-        kind), episodes lack their show's facts and items lack stream details. A build lays its
-        schedule from this and completes only the items the schedule plays (`complete`).
+        Membership, order, rating keys, types, titles, durations, libraries and the episodes'
+        show keys are exactly the complete pool's, and that is all a listed item holds: the
+        listings are asked to leave out tags, media, summaries and taglines
+        (`LISTING_EXCLUDES`). A build lays its schedule from this and completes only the items
+        the schedule plays (`complete`).
         """
-        parts: list[tuple[str, list[MediaItem]]] = []
+        parts: list[tuple[str, list[ListedItem]]] = []
         for mode, plex_filter, library_key in definitions:
             if mode == "EXCLUDE" and not any(m != "EXCLUDE" for m, _ in parts):
                 continue  # Nothing included yet, so nothing to remove: skip the search.
@@ -526,7 +565,7 @@ class PlexClient:
 
     def _search(
         self, section: LibrarySection, node: FilterNode | None, sort: str
-    ) -> list[MediaItem]:
+    ) -> list[ListedItem]:
         """The section's items matching `node`, as its listing carries them (see `list_pool`)."""
         with self._errors(f"searching library {section.title!r}"):
             translated = _Match.ALL if node is None else self._translate(node, section)
@@ -544,7 +583,7 @@ class PlexClient:
             )
             key = f"{key}{'&' if '?' in key else '?'}{LISTING_EXCLUDES}"
             library_key = _key(section)  # once: plexapi's attribute access is not cheap
-            return [_item(element, library_key, {}) for element in self._listing(key)]
+            return [ListedItem.of(element, library_key) for element in self._listing(key)]
 
     def _listing(self, key: str) -> list[Element]:
         """Every item element of a paged listing, page after page (as plexapi's fetchItems).
@@ -569,14 +608,14 @@ class PlexClient:
             if not page or not total.isdigit() or len(items) >= int(total):
                 return items
 
-    def complete(self, items: Sequence[MediaItem]) -> list[MediaItem]:
+    def complete(self, items: Sequence[ListedItem]) -> list[MediaItem]:
         """The items with everything their own metadata says: full tag lists, streams, shows.
 
         Listings are partial on real servers (the first few tags of each kind, no streams), so
         an item written to the database is read again from `/library/metadata/{ids}`, in
         batches, and an episode gets its show's studio, network, genres and rating from the
         show's metadata (Plex keeps those on the show). An item that vanished since the
-        listing keeps what the listing said.
+        listing is what its listing said.
 
         Raises:
             PlexUnavailableError: Plex cannot be reached or fails.
@@ -590,9 +629,7 @@ class PlexClient:
                 else set()
             )
         return [
-            item
-            if item.rating_key not in full
-            else _item(full[item.rating_key], item.library_key or "", shows)
+            _item(full.get(item.rating_key, item.element), item.library_key, shows)
             for item in items
         ]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -12,6 +12,31 @@ MediaType = Literal["movie", "show"]
 ItemType = Literal["movie", "episode", "show"]
 
 MEDIA_TYPES: tuple[MediaType, ...] = ("movie", "show")
+
+
+class PoolItem(Protocol):
+    """What pools and schedules read of an item: a `MediaItem`, or an item as a listing names it.
+
+    Combining a channel's definitions goes by rating key; laying its schedule reads the type,
+    the duration and the show (bumper lengths). A build lays its schedule from its listed pool
+    and reads the complete metadata of the items the schedule plays only.
+    """
+
+    @property
+    def rating_key(self) -> str: ...
+
+    @property
+    def type(self) -> ItemType: ...
+
+    @property
+    def duration_ms(self) -> int: ...
+
+    @property
+    def show_rating_key(self) -> str | None: ...
+
+
+Item = TypeVar("Item", bound=PoolItem)
+"""One kind of pool item throughout a call (a pool of listed items stays listed)."""
 
 
 class Library(BaseModel):

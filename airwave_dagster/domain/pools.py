@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from airwave_dagster.domain.library import MediaItem
+from airwave_dagster.domain.library import Item
 
 
-def combine_pools(parts: Sequence[tuple[str, Sequence[MediaItem]]]) -> list[MediaItem]:
+def combine_pools(parts: Sequence[tuple[str, Sequence[Item]]]) -> list[Item]:
     """Combine the resolved items of a channel's definitions, in definition order (§2.6).
 
     An `INCLUDE` part adds its items, an `EXCLUDE` part removes its items from what earlier parts
@@ -25,7 +25,7 @@ def combine_pools(parts: Sequence[tuple[str, Sequence[MediaItem]]]) -> list[Medi
     Returns:
         The pool.
     """
-    pool: dict[str, MediaItem] = {}
+    pool: dict[str, Item] = {}
     for mode, items in parts:
         if mode == "EXCLUDE":
             for item in items:

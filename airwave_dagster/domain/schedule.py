@@ -12,7 +12,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from airwave_dagster.domain.library import MediaItem
+from airwave_dagster.domain.library import PoolItem
 
 Ordering = Literal["SHUFFLE", "IN_ORDER", "BY_AIR_DATE"]
 """How a channel orders each pass of its pool (the OrderingStrategy enum, §1.1)."""
@@ -231,7 +231,7 @@ class BumperPlan(BaseModel):
         default=20, ge=0, description="Episodes at most this long get the quick break."
     )
 
-    def break_seconds(self, previous: MediaItem, following: MediaItem) -> int:
+    def break_seconds(self, previous: PoolItem, following: PoolItem) -> int:
         """Length of the bumper laid between two programs (§5.4, first rule that applies).
 
         Args:
@@ -349,11 +349,11 @@ class ScheduleBuild(BaseModel):
         return self.entries[-1].ends_at if self.entries else None
 
 
-_PassOrder = Callable[[int], Sequence[MediaItem]]
+_PassOrder = Callable[[int], Sequence[PoolItem]]
 """Gives the order of one pass by index; a strategy layer (§5.6) would be another one."""
 
 
-def _by_rating_key(usable: Sequence[MediaItem]) -> list[MediaItem]:
+def _by_rating_key(usable: Sequence[PoolItem]) -> list[PoolItem]:
     if all(_is_canonical_decimal(item.rating_key) for item in usable):
         # Plex rating keys are decimals without leading zeros. For those, distinct keys are
         # distinct numbers, so sorting on the number alone gives the general order (exact
@@ -366,7 +366,7 @@ def _is_canonical_decimal(text: str) -> bool:
     return text.isascii() and text.isdigit() and (text[0] != "0" or text == "0")
 
 
-def _shuffle(items: list[MediaItem], seed: int) -> list[MediaItem]:
+def _shuffle(items: list[PoolItem], seed: int) -> list[PoolItem]:
     draw = Mulberry32(seed).draw
     for i in range(len(items) - 1, 0, -1):
         j = int(draw() * (i + 1))
@@ -374,13 +374,13 @@ def _shuffle(items: list[MediaItem], seed: int) -> list[MediaItem]:
     return items
 
 
-def _plain_order(usable: Sequence[MediaItem], ordering: Ordering, seed: int) -> _PassOrder:
+def _plain_order(usable: Sequence[PoolItem], ordering: Ordering, seed: int) -> _PassOrder:
     if ordering == "SHUFFLE":
         # Sorting first makes the shuffle independent of the order Plex happened to return.
         ranked = _by_rating_key(usable)
-        cache: dict[int, list[MediaItem]] = {}
+        cache: dict[int, list[PoolItem]] = {}
 
-        def shuffled(pass_index: int) -> list[MediaItem]:
+        def shuffled(pass_index: int) -> list[PoolItem]:
             order = cache.get(pass_index)
             if order is None:
                 # Only the latest pass is ever asked for again, so keep one.
@@ -396,8 +396,8 @@ def _plain_order(usable: Sequence[MediaItem], ordering: Ordering, seed: int) -> 
 
 
 def pass_order(
-    pool: Sequence[MediaItem], *, ordering: Ordering, base_seed: int, pass_index: int
-) -> list[MediaItem]:
+    pool: Sequence[PoolItem], *, ordering: Ordering, base_seed: int, pass_index: int
+) -> list[PoolItem]:
     """The order one pass lays the usable items of a pool in (docs/reference/domain.md §5.3).
 
     Args:
@@ -414,7 +414,7 @@ def pass_order(
 
 
 def build_schedule(
-    pool: Sequence[MediaItem],
+    pool: Sequence[PoolItem],
     *,
     ordering: Ordering,
     channel_seed: int,
@@ -511,7 +511,7 @@ def _lay(
     covered = 0
     passes = 0
     bumper_count = 0
-    previous: MediaItem | None = None
+    previous: PoolItem | None = None
     # A float bound keeps the per-item window test a single comparison when there is no window.
     limit = float("inf") if window is None else window
     while covered < target and len(rows) < MAX_ENTRIES:

@@ -12,14 +12,13 @@ from typing import Any
 from airwave_dagster import failpoints, tracing
 from airwave_dagster.domain.filters import plex_sort
 from airwave_dagster.domain.import_plan import PlannedChannel
-from airwave_dagster.domain.library import MediaItem
 from airwave_dagster.domain.schedule import (
     INITIAL_WINDOW_SECONDS,
     build_schedule,
     channel_seed,
 )
 from ops.lineup_import.checkpoints import ChannelResult, ChannelTask
-from resources.plex import PlexResource
+from resources.plex import ListedItem, PlexResource
 from resources.stores import Stores
 from resources.stores.claims import Claimant
 from resources.stores.library import apply_library_switches
@@ -51,7 +50,7 @@ def channel_sort(planned: PlannedChannel) -> str:
     return plex_sort(planned.ordering, planned.sort_field, planned.sort_dir)
 
 
-def list_pool(plex: PlexResource, planned: PlannedChannel) -> list[MediaItem]:
+def list_pool(plex: PlexResource, planned: PlannedChannel) -> list[ListedItem]:
     """The channel's pool as Plex's searches list it (INCLUDE adds, EXCLUDE removes), in order.
 
     Keys, durations and order are the pool's own; the items a schedule plays are completed from

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
+from xml.etree.ElementTree import fromstring
 
 from tests.support.plex import (  # first: isolates plexapi's config (G17)
     condition,
@@ -27,6 +28,7 @@ from airwave_dagster.emulators.plex import Item, start_emulator
 from airwave_dagster.emulators.plex.vocabulary import local_midnight
 from resources import plex as plex_resource
 from resources.plex import (
+    ListedItem,
     PlexAuthError,
     PlexClient,
     PlexResource,
@@ -415,7 +417,7 @@ def test_a_listed_pool_is_the_pool_read_from_its_searches_alone(emulator, client
     listed = client.list_pool(definitions, sort="year:desc")
     requests = emulator.stats()
 
-    def essentials(item: MediaItem) -> tuple[object, ...]:
+    def essentials(item: MediaItem | ListedItem) -> tuple[object, ...]:
         return (
             item.rating_key,
             item.type,
@@ -427,14 +429,38 @@ def test_a_listed_pool_is_the_pool_read_from_its_searches_alone(emulator, client
 
     assert [essentials(i) for i in listed] == [essentials(i) for i in complete]
     assert requests["by_kind"] == {"search": 6}  # three definitions, two libraries each
-    # The listings were asked to leave out what a pool does not need (LISTING_EXCLUDES).
     assert any(i.type == "episode" for i in listed)
-    assert not any(i.genres or i.cast or i.directors or i.summary or i.tagline for i in listed)
-    assert not any(i.resolution for i in listed)
+    # The listings were asked to leave out what a pool does not need (LISTING_EXCLUDES).
+    for item in listed:
+        assert not item.element.findall("*"), "no tags or media in a listing"
+        assert "summary" not in item.element.attrib and "tagline" not in item.element.attrib
     assert any(i.genres and i.summary and i.resolution for i in complete)
     emulator.reset_stats()
     assert client.complete(listed[:5]) == complete[:5]
     assert emulator.stats()["by_kind"]["metadata"] <= 2  # the items, then shows not yet read
+
+
+def test_an_item_gone_before_it_is_completed_is_what_its_listing_said(emulator, client) -> None:
+    definitions = [("INCLUDE", envelope(c("genre", "is", "Comedy")), None)]
+    listed = client.list_pool(definitions, sort="titleSort:asc")
+    gone = ListedItem.of(
+        fromstring(
+            '<Video ratingKey="987654" type="movie" title="Deleted meanwhile" duration="5400000" '
+            'year="1999" addedAt="946684800"/>'
+        ),
+        listed[0].library_key,
+    )
+    completed = client.complete([gone, listed[0]])
+    assert completed[0] == MediaItem(
+        rating_key="987654",
+        type="movie",
+        title="Deleted meanwhile",
+        duration_ms=5_400_000,
+        year=1999,
+        added_at="2000-01-01T00:00:00+00:00",
+        library_key=listed[0].library_key,
+    )
+    assert completed[1].genres, "the other item is read in full"
 
 
 def test_pools_larger_than_800_are_complete() -> None:
