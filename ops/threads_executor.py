@@ -6,10 +6,12 @@ Dagster's: `ActiveExecution` (dependencies, dynamic outputs, the retry policy's
 STEP_UP_FOR_RETRY and its delay, re-execution's known state) and `InstanceConcurrencyContext`
 (the slots of op pools such as `llm`, claimed in the instance before a step starts), the same
 objects the multiprocess executor drives. Each thread executes its one step as a multiprocess
-step process does (`MultiprocessExecutorChildProcessCommand`): a sub-plan of that step through
-Dagster's `execute_plan_iterator` (with the run's resources, below), its events written by the
-step and handed to the orchestrating thread. What a step no longer pays is the process: a forkserver
-child, `DagsterInstance.from_ref` and a second code-location load per step.
+step process does (`MultiprocessExecutorChildProcessCommand`): a sub-plan of that step, executed
+as Dagster's `execute_plan_iterator` executes it (with the run's resources, below), its events
+written by the step and handed to the orchestrating thread. What a step no longer pays is the
+process: a forkserver child, `DagsterInstance.from_ref` and a second code-location load per
+step. Nor does it build the whole run's plan to cut its own out of it: the sub-plans are cut
+from one plan per state of the run's dynamic outputs (`RunPlans`).
 
 Resources are the run's, as on Dagster's in-process executor: the first step that needs a set of
 resources initializes them with Dagster's own code (its RESOURCE_INIT events are that step's; a
@@ -56,17 +58,18 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
+from dagster._core.definitions.job_definition import JobDefinition
 from dagster._core.definitions.reconstruct import ReconstructableJob
 from dagster._core.definitions.repository_definition import RepositoryLoadData
 from dagster._core.definitions.scoped_resources_builder import ScopedResourcesBuilder
 from dagster._core.errors import DagsterExecutionInterruptedError, DagsterSubprocessError
 from dagster._core.events import DagsterEvent, EngineEventData
-from dagster._core.execution.api import ExecuteRunWithPlanIterable, create_execution_plan
+from dagster._core.execution.api import ExecuteRunWithPlanIterable
 from dagster._core.execution.context.system import PlanOrchestrationContext
 from dagster._core.execution.context_creation_job import PlanExecutionContextManager
 from dagster._core.execution.plan.active import ActiveExecution
@@ -81,6 +84,7 @@ from dagster._core.instance import DagsterInstance
 from dagster._core.log_manager import DagsterLogManager
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
+from dagster._core.system_config.objects import ResolvedRunConfig
 from dagster._utils import EventGenerationManager
 from dagster._utils.error import SerializableErrorInfo, serializable_error_info_from_exc_info
 
@@ -290,6 +294,74 @@ class RunResources:
             yield from initialization.generate_teardown_events()
 
 
+class RunPlans:
+    """The single-step plans of a run's steps, cut from one full plan per dynamic-output state.
+
+    `create_execution_plan` for one step builds the run's whole plan, resolving every mapped
+    step and collect from the known dynamic outputs, and then cuts the step out of it: for a
+    fan-out of N channels, N steps each paying for N steps, quadratic in the lineup (about 10 ms
+    a step at 50 channels). The whole plan depends on the known state only through its dynamic
+    mappings, so it is built once per mapping state and each step's plan is cut from it
+    (`build_subset_plan`, as `create_execution_plan` does) with the step's own known state
+    (its retry attempts, ready outputs and mappings), the plan the step would have got.
+    """
+
+    _KEPT = 4
+    """Mapping states kept: they only grow during a run, so the latest are the ones asked for."""
+
+    def __init__(
+        self,
+        job: ReconstructableJob,
+        run_config: Mapping[str, object],
+        repository_load_data: RepositoryLoadData | None,
+    ) -> None:
+        self._job = job.with_repository_load_data(repository_load_data)
+        self._run_config = run_config
+        self._repository_load_data = repository_load_data
+        self._lock = threading.Lock()
+        self._full: dict[object, ExecutionPlan] = {}
+        self._definition: tuple[JobDefinition, ResolvedRunConfig] | None = None
+
+    def for_step(self, step_key: str, known_state: KnownExecutionState) -> ExecutionPlan:
+        """The plan `create_execution_plan(step_keys_to_execute=[step_key])` would build."""
+        state = _mapping_state(known_state.dynamic_mappings)
+        with self._lock:  # cutting reads (and Dagster may complete) the full plan's step maps
+            if self._definition is None:
+                job_def = self._job.get_definition()
+                self._definition = job_def, ResolvedRunConfig.build(job_def, self._run_config)
+            job_def, resolved_run_config = self._definition
+            full = self._full.get(state)
+            if full is None:
+                full = ExecutionPlan.build(
+                    job_def,
+                    resolved_run_config,
+                    known_state=known_state,
+                    repository_load_data=self._repository_load_data,
+                )
+                self._full[state] = full
+                while len(self._full) > self._KEPT:
+                    del self._full[next(iter(self._full))]
+            plan = full.build_subset_plan([step_key], job_def, resolved_run_config)
+        return plan._replace(known_state=known_state)
+
+
+def _mapping_state(mappings: Mapping[str, Mapping[str, Sequence[str] | None]]) -> object:
+    """A hashable value equal for equal dynamic mappings."""
+    return tuple(
+        sorted(
+            (
+                step,
+                tuple(
+                    sorted(
+                        (out, None if keys is None else tuple(keys)) for out, keys in outs.items()
+                    )
+                ),
+            )
+            for step, outs in mappings.items()
+        )
+    )
+
+
 @dataclass(frozen=True)
 class _StepWork:
     """What a step thread needs to execute its step: the child process command's fields."""
@@ -300,8 +372,8 @@ class _StepWork:
     instance: DagsterInstance
     retries: RetryMode
     known_state: KnownExecutionState
-    repository_load_data: RepositoryLoadData | None
     resources: RunResources
+    plans: RunPlans
 
 
 def _execute_step(work: _StepWork, step_key: str, token: int, out: _Outbox) -> None:
@@ -310,13 +382,7 @@ def _execute_step(work: _StepWork, step_key: str, token: int, out: _Outbox) -> N
     As `execute_plan_iterator` does for a step process, with the run's shared resources.
     """
     try:
-        plan = create_execution_plan(
-            job=work.job,
-            run_config=work.run_config,
-            step_keys_to_execute=[step_key],
-            known_state=work.known_state,
-            repository_load_data=work.repository_load_data,
-        )
+        plan = work.plans.for_step(step_key, work.known_state)
         job = work.job.with_repository_load_data(plan.repository_load_data)
         execution = ExecuteRunWithPlanIterable(
             execution_plan=plan,
@@ -399,8 +465,13 @@ class ThreadsExecutor(Executor):
                 )
             )
             resources = RunResources()
+            plans = RunPlans(
+                plan_context.reconstructable_job,
+                plan_context.run_config,
+                execution_plan.repository_load_data,
+            )
             try:
-                yield from self._orchestrate(plan_context, execution_plan, active, resources)
+                yield from self._orchestrate(plan_context, execution_plan, active, resources, plans)
                 yield from resources.teardown()
             finally:
                 # After a failure or an interruption: torn down all the same (the events of a
@@ -419,6 +490,7 @@ class ThreadsExecutor(Executor):
         execution_plan: ExecutionPlan,
         active: ActiveExecution,
         resources: RunResources,
+        plans: RunPlans,
     ) -> Iterator[DagsterEvent]:
         """Start steps as slots free up, pass their events on, until the plan is done or stopped."""
         messages: _Outbox = queue.SimpleQueue()
@@ -446,7 +518,7 @@ class ThreadsExecutor(Executor):
                 raise DagsterExecutionInterruptedError()
             if stop_deadline is None:
                 yield from self._start_steps(
-                    plan_context, execution_plan, active, messages, running, resources
+                    plan_context, execution_plan, active, messages, running, resources, plans
                 )
             yield from self._drain(plan_context, active, messages, running, errors)
             yield from active.plan_events_iterator(plan_context)
@@ -472,6 +544,7 @@ class ThreadsExecutor(Executor):
         messages: _Outbox,
         running: _Running,
         resources: RunResources,
+        plans: RunPlans,
     ) -> Iterator[DagsterEvent]:
         steps = active.get_steps_to_execute(limit=self.max_concurrent - len(running))
         yield from active.concurrency_event_iterator(plan_context)
@@ -484,8 +557,8 @@ class ThreadsExecutor(Executor):
             instance=plan_context.instance,
             retries=self.retries,
             known_state=active.get_known_state(),
-            repository_load_data=execution_plan.repository_load_data,
             resources=resources,
+            plans=plans,
         )
         for step in steps:
             # The dispatch of the step, as the multiprocess executor records it before its process.

@@ -756,6 +756,8 @@ _ROW_KEYS = (
     "guide",
 )
 """The `media_item` columns `_insert_ids` takes from each row (the rest are one value a batch)."""
+_ROW_COLUMNS = tuple((key, t.media_item.c[key].name) for key in _ROW_KEYS)
+"""Each of `_ROW_KEYS` with its column's name in the database (the JSONB rows' keys)."""
 
 
 def _insert_ids(
@@ -766,49 +768,28 @@ def _insert_ids(
     One statement: the insert's returned ids, plus the ids of rows that already existed. A row
     a concurrent build inserted after this statement began is neither, so its id is read by a
     second statement, only then. The rows travel as one JSONB array unpacked by
-    `jsonb_to_recordset`, so the statement has the same shape for any number of rows and
-    SQLAlchemy compiles it once per process instead of once per build (a multi-row VALUES of
-    a few hundred bound values took as long to compile as to run).
+    `jsonb_to_recordset` and every value is a parameter, so the statement is built once per
+    process (`_insert_ids_statement`) and SQLAlchemy neither rebuilds nor re-keys it per build
+    (a multi-row VALUES of a few hundred bound values took as long to compile as to run; a
+    statement rebuilt per call still cost its cache key).
     """
-    m = t.media_item.c
     keys = [row["rating_key"] for row in rows]
-    columns = [m[key] for key in _ROW_KEYS]
-    unpacked = (
-        sa.func.jsonb_to_recordset(sa.bindparam("media_rows", type_=pg.JSONB))
-        .table_valued(*(sa.column(c.name, c.type) for c in columns))
-        .render_derived(name="media_rows", with_types=True)
-    )
     payload: list[dict[str, Any]] = []
     for row in rows:
         unknown = row.keys() - {*_ROW_KEYS, "media_source_id"}
         if unknown:
             raise ValueError(f"media_item rows carry no such column here: {sorted(unknown)}")
         full = {"id": new_id(), **row}
-        payload.append({c.name: full.get(key) for key, c in zip(_ROW_KEYS, columns, strict=True)})
-    inserted = (
-        pg_insert(t.media_item)
-        .from_select(
-            [*columns, m.media_source_id, m.updated_at],
-            sa.select(
-                *(unpacked.c[c.name] for c in columns),
-                sa.literal(source_id, sa.Text),
-                # Column defaults computed in Python are not applied to an INSERT … SELECT.
-                sa.literal(t.utc_now(), t.UtcTimestamp()),
-            ),
-        )
-        .on_conflict_do_nothing(index_elements=[m.media_source_id, m.rating_key])
-        .returning(m.rating_key, m.id)
-        .cte("inserted")
-    )
-    existing = sa.select(m.rating_key, m.id).where(
-        m.media_source_id == source_id, m.rating_key.in_(keys)
-    )
-    if kind is not None:
-        existing = existing.where(m.type == kind)
+        payload.append({name: full.get(key) for key, name in _ROW_COLUMNS})
     found = dict(
         conn.execute(
-            sa.select(inserted.c.rating_key, inserted.c.id).union_all(existing),
-            {"media_rows": payload},
+            _insert_ids_statement(kind),
+            {
+                "media_rows": payload,
+                "source_id": source_id,
+                "updated_at": t.utc_now(),
+                "rating_keys": keys,
+            },
         )
         .tuples()
         .all()
@@ -817,3 +798,45 @@ def _insert_ids(
     if missing:
         found.update(_select_ids(conn, source_id, missing, kind=kind))
     return found
+
+
+_INSERT_IDS_STATEMENTS: dict[str | None, sa.CompoundSelect[str, str]] = {}
+
+
+def _insert_ids_statement(kind: str | None) -> sa.CompoundSelect[str, str]:
+    """`_insert_ids`' statement for rows of `kind` (None: any), built on first use."""
+    statement = _INSERT_IDS_STATEMENTS.get(kind)
+    if statement is not None:
+        return statement
+    m = t.media_item.c
+    columns = [m[key] for key in _ROW_KEYS]
+    unpacked = (
+        sa.func.jsonb_to_recordset(sa.bindparam("media_rows", type_=pg.JSONB))
+        .table_valued(*(sa.column(c.name, c.type) for c in columns))
+        .render_derived(name="media_rows", with_types=True)
+    )
+    source_id = sa.bindparam("source_id", type_=sa.Text)
+    inserted = (
+        pg_insert(t.media_item)
+        .from_select(
+            [*columns, m.media_source_id, m.updated_at],
+            sa.select(
+                *(unpacked.c[c.name] for c in columns),
+                source_id,
+                # Column defaults computed in Python are not applied to an INSERT … SELECT.
+                sa.bindparam("updated_at", type_=t.UtcTimestamp()),
+            ),
+        )
+        .on_conflict_do_nothing(index_elements=[m.media_source_id, m.rating_key])
+        .returning(m.rating_key, m.id)
+        .cte("inserted")
+    )
+    existing = sa.select(m.rating_key, m.id).where(
+        m.media_source_id == source_id,
+        m.rating_key == sa.any_(sa.bindparam("rating_keys", type_=pg.ARRAY(sa.Text))),
+    )
+    if kind is not None:
+        existing = existing.where(m.type == kind)
+    statement = sa.select(inserted.c.rating_key, inserted.c.id).union_all(existing)
+    _INSERT_IDS_STATEMENTS[kind] = statement  # a race builds an equal statement twice: harmless
+    return statement

@@ -19,9 +19,12 @@ from typing import Any
 import dagster as dg
 import pytest
 from dagster import OpExecutionContext
+from dagster._core.execution.api import create_execution_plan
+from dagster._core.execution.plan.state import KnownExecutionState
 
 from airwave_dagster import settings
 from ops.steps import fan_out_executor
+from ops.threads_executor import RunPlans
 from resources.plex import PlexResource
 from resources.pools import set_pool_limit
 from tests.support.instances import instance_on
@@ -436,3 +439,29 @@ def test_a_failed_resource_initialization_is_the_steps_and_is_retried(
     assert "the database is restarting" in str(failures[0].event_specific_data)
     retried = _events(instance, run_id, dg.DagsterEventType.STEP_UP_FOR_RETRY)
     assert [e.step_key for e in retried] == [failures[0].step_key]
+
+
+def test_a_steps_plan_cut_from_the_runs_plan_is_the_one_dagster_builds_for_it() -> None:
+    """`RunPlans` gives each step the plan `create_execution_plan` builds for that step alone."""
+    job = dg.reconstructable(fan_job)
+    mappings = {"fan": {"result": [f"ch_{i}" for i in range(WIDTH)]}}
+    states = [
+        KnownExecutionState(),
+        KnownExecutionState(dynamic_mappings=mappings),
+        KnownExecutionState(previous_retry_attempts={"build[ch_2]": 1}, dynamic_mappings=mappings),
+    ]
+    plans = RunPlans(job, {}, None)
+    for state, keys in zip(
+        states,
+        [["fan"], ["build[ch_0]", "build[ch_5]"], ["build[ch_2]", "gather"]],
+        strict=True,
+    ):
+        for key in keys:
+            cut = plans.for_step(key, state)
+            built = create_execution_plan(job, {}, step_keys_to_execute=[key], known_state=state)
+            assert cut.step_keys_to_execute == built.step_keys_to_execute == [key]
+            assert cut.known_state == built.known_state == state
+            assert cut.get_step_by_key(key) == built.get_step_by_key(key)
+            assert cut.executable_map == built.executable_map
+            assert cut.resolvable_map == built.resolvable_map
+            assert cut.artifacts_persisted == built.artifacts_persisted
