@@ -8,17 +8,28 @@ backend, 4-5 ms here). `kept_event_connections` gives that one instance a small 
 duration of the run, as Dagster's webserver does for itself (`optimize_for_webserver`), and puts
 the original engine back afterwards.
 
+For the same run the storage also stores a run event in one statement (`_plain_store_event`):
+dagster-postgres 0.29.27 builds a new INSERT per event (SQLAlchemy computes its cache key each
+time), asks for the new row's id and then sends `NOTIFY` on a channel nothing listens to any
+more (its own comment: kept for version skew; Dagster 1.13 watches runs by polling, and this
+project pins the webserver, daemon and libraries to one version). Here the row is Dagster's own
+(`_event_to_row`), inserted by one statement built once; asset and asset-check events, whose
+ids index other tables, are stored by Dagster's method as before.
+
 The storage's engine is a private attribute of dagster-postgres 0.29.27 (pinned with Dagster);
 `tests/resources/test_event_storage.py` fails if it moves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
+from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS
+from dagster._core.events.log import EventLogEntry
+from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 from dagster_postgres.event_log import PostgresEventLogStorage
 from dagster_postgres.utils import create_pg_engine
 
@@ -53,8 +64,31 @@ def kept_event_connections(instance: dg.DagsterInstance, connections: int) -> It
         connect_args=connect_args,
     )
     storage._engine = pooled
+    # An attribute of this storage object only: other instances keep Dagster's method.
+    storage.store_event = _plain_store_event(storage)  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
+        del storage.store_event
         storage._engine = original
         pooled.dispose()
+
+
+_INDEXED_ELSEWHERE = frozenset(ASSET_EVENTS) | frozenset(ASSET_CHECK_EVENTS)
+"""Event types whose stored id Dagster writes into its asset tables too."""
+
+
+def _plain_store_event(storage: PostgresEventLogStorage) -> Callable[[EventLogEntry], None]:
+    """`storage.store_event` in one statement built once, for events no other table refers to."""
+    insert = SqlEventLogStorageTable.insert()
+    dagster_store = storage.store_event
+
+    def store_event(event: EventLogEntry) -> None:
+        if event.is_dagster_event and event.get_dagster_event().event_type in _INDEXED_ELSEWHERE:
+            dagster_store(event)
+            return
+        row = storage._event_to_row(event)
+        with storage._connect() as conn:
+            conn.execute(insert, row)
+
+    return store_event

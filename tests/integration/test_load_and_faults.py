@@ -58,10 +58,15 @@ SHARED = 510
 """Runs 5-9 each carry the same channel (same content) on this number: it is built once."""
 DOWN_SECONDS = 3.0
 """How long the restarted cluster accepts no connection: longer than one reconnect attempt."""
-LONG_DOWN_SECONDS = 45.0
+LONG_DOWN_SECONDS = 90.0
 """An outage no run rides out: every event write of a step or of the run worker gives up after
 dagster-postgres' connection retries (about 11 s), so a build's three attempts (retries 1 s,
-then 3 s apart) and the run worker's own events all fail while the cluster is down."""
+then 3 s apart) and the run worker's own events all fail while the cluster is down. It was 45 s
+until threads runs rode such an outage out to SUCCESS (3 of 4 runs, first with the changes of
+2026-12-06 that cut a step's work: resources once per run, plans cut from the run's, an event in
+one statement); the likely reason is fewer waits of about 11 s on failed writes before a third
+attempt, which then starts after the outage. Not analysed further: a run that rides an outage
+out is the better outcome; this test needs one that does not."""
 CLI_BOUND_SECONDS = 300
 """The import must end this soon after the restart (step retries back off 1 s, then 3 s)."""
 CAUSE = re.compile(r"connection to server|DB connection|server closed the connection")
