@@ -146,13 +146,14 @@ FORKSERVER_PRELOAD = (
     "airwave_dagster.definitions",
     "airwave_dagster.durability.instance",
     "dagster_postgres",
-    "upath",
+    "upath.core",
 )
 """Imported once by the forkserver, so a step process forked from it does not import them.
 
 The code location, and what a step imports to open the instance (`DagsterInstance.from_ref`):
 the instance class, Postgres storage and the storage paths it loads (about 180 modules, measured
-with `sys.modules`, that each step process imported for itself otherwise).
+with `sys.modules`, that each step process imported for itself otherwise). `upath` itself loads
+its classes (and `fsspec`) only when one is first used, so the preload names `upath.core`.
 """
 
 

@@ -41,6 +41,8 @@ from airwave_dagster.cli import console, environment, webserver
 from airwave_dagster.settings import Settings
 
 LOCATION_NAME = "airwave"
+CODE_SERVER_MODULE = "airwave_dagster.code_server"
+"""Dagster's gRPC code server whose run workers fork from a warm forkserver."""
 WEBSERVER_MODULE = "airwave_dagster.webapp.server"
 """Dagster's webserver app behind the identity middleware (docs/security.md)."""
 ROLES = ("code-server", "webserver", "daemon")
@@ -218,17 +220,13 @@ def build_services(
     workspace.write_text(grpc_workspace(code_server_host, code_server_port))
     commands = {
         "code-server": [
-            str(bin_dir / "dagster"),
-            "code-server",
-            "start",
+            sys.executable,
+            "-m",
+            CODE_SERVER_MODULE,
             "-h",
             code_server_host,
             "-p",
             str(code_server_port),
-            "-m",
-            "airwave_dagster.definitions",
-            "-a",
-            "defs",
             "--location-name",
             LOCATION_NAME,
         ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -125,6 +126,88 @@ def test_serve_restarts_a_dead_code_server_and_stops_everything_on_sigterm(
     assert not alive, [p.pid for p in alive]
     assert "stopped code-server, webserver, daemon" in (tmp_path / "serve.stderr").read_text()
     assert not announcement.exists()  # a stopped server is not offered to the next command
+
+
+RUN_EVENTS = """
+query($id: ID!) { runOrError(runId: $id) { ... on Run { status
+  eventConnection { events { __typename ... on MessageEvent { message } } } } } }
+"""
+
+
+def _forkserver_of(code_server: psutil.Process) -> psutil.Process | None:
+    """The code server's forkserver child (Python's `multiprocessing.forkserver`), if it runs."""
+    for child in code_server.children():
+        try:
+            if "multiprocessing.forkserver" in " ".join(child.cmdline()):
+                return child
+        except psutil.NoSuchProcess:
+            continue
+    return None
+
+
+def _worker_pid(served: Served, run_id: str) -> int | None:
+    """The pid the run's worker reported in its first engine event, once it did."""
+    run = served.dev.graphql(RUN_EVENTS, {"id": run_id})["runOrError"]
+    for event in run["eventConnection"]["events"]:
+        match = re.fullmatch(r"Started process for run \(pid: (\d+)\)\.", event.get("message", ""))
+        if match:
+            return int(match.group(1))
+    return None
+
+
+@pytest.fixture
+def plex_150ms() -> Iterator[Any]:
+    from airwave_dagster.emulators.plex import start_emulator
+
+    # 150 ms a request: a 2-channel import's run lasts seconds, long enough to see its worker.
+    with start_emulator(items=400, seed=11, latency_ms=150) as handle:
+        yield handle
+
+
+@pytest.fixture
+def slow_served(clean_db: str, plex_150ms: Any, tmp_path: Path) -> Iterator[Served]:
+    fresh_schema(clean_db, SERVE_SCHEMA)
+    env = {
+        **os.environ,
+        "AIRWAVE_HOME": str(tmp_path / "home"),
+        settings.DATABASE_URL_ENV: clean_db,
+        settings.DAGSTER_PG_URL_ENV: environment.with_search_path(clean_db, SERVE_SCHEMA),
+        settings.PLEX_URL_ENV: plex_150ms.url,
+        settings.PLEX_TOKEN_ENV: plex_150ms.token,
+    }
+    with serving_airwave(env, tmp_path) as running:
+        yield running
+
+
+@pytest.mark.timeout(600)
+def test_serve_forks_run_workers_from_the_code_servers_preloaded_forkserver(
+    slow_served: Served,
+) -> None:
+    slow_served.wait_ready(300)
+    code_server = slow_served.role_process("code-server")
+    assert code_server is not None
+    # Started in advance, before any run asks for a worker, with the code location to preload.
+    forkserver = wait_for(lambda: _forkserver_of(code_server), 60, "the code server's forkserver")
+    assert "airwave_dagster.definitions" in " ".join(forkserver.cmdline())
+
+    run_id = slow_served.dev.launch_import(lineups.genre_lineup(2))
+    pid = wait_for(lambda: _worker_pid(slow_served, run_id), 120, "the run worker's pid")
+    # The worker is the forkserver's child, not a fresh interpreter the code server spawned.
+    try:
+        parent = psutil.Process(pid).ppid()
+    except psutil.NoSuchProcess:
+        pytest.fail(f"run worker {pid} ended before it could be looked at (Plex at 150 ms)")
+    assert parent == forkserver.pid
+    assert psutil.Process(pid).cmdline() == forkserver.cmdline()  # forked, not exec'd
+
+    def finished() -> str | None:
+        status = slow_served.dev.graphql(RUN_STATUS, {"id": run_id})["runOrError"].get("status")
+        return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
+
+    assert wait_for(finished, 240, f"run {run_id} to finish", poll=1) == "SUCCESS"
+    # The same forkserver serves the next run: the location is not loaded again.
+    assert _forkserver_of(code_server) is not None
+    assert _forkserver_of(code_server).pid == forkserver.pid  # type: ignore[union-attr]
 
 
 def test_serve_refuses_a_remote_bind_without_allow_remote() -> None:

@@ -60,7 +60,8 @@ class Served:
 
     def role_process(self, role: str) -> psutil.Process | None:
         """The direct child running `role` (its argv names the Dagster entry point)."""
-        marker = {"code-server": "code-server", "webserver": serve.WEBSERVER_MODULE}.get(role, role)
+        modules = {"code-server": serve.CODE_SERVER_MODULE, "webserver": serve.WEBSERVER_MODULE}
+        marker = modules.get(role, role)
         for child in psutil.Process(self.process.pid).children():
             try:
                 if any(marker in part for part in child.cmdline()):
