@@ -614,15 +614,31 @@ class PlexClient:
         Listings are partial on real servers (the first few tags of each kind, no streams), so
         an item written to the database is read again from `/library/metadata/{ids}`, in
         batches, and an episode gets its show's studio, network, genres and rating from the
-        show's metadata (Plex keeps those on the show). An item that vanished since the
-        listing is what its listing said.
+        show's metadata (Plex keeps those on the show). The shows an episode's listing names
+        (`grandparentRatingKey`) and that this client has not read yet are asked for in the same
+        request as the items: one round trip for a window of episodes, not two. An item that
+        vanished since the listing is what its listing said.
 
         Raises:
             PlexUnavailableError: Plex cannot be reached or fails.
             PlexAuthError: The token is refused.
         """
+        listed_shows = {
+            item.show_rating_key
+            for item in items
+            if item.type == "episode" and item.show_rating_key is not None
+        }
+        unread_shows = sorted(listed_shows - self._shows.keys())
         with self._errors("reading item metadata"):
-            full = self._full_metadata([item.rating_key for item in items])
+            fetched = self._full_metadata([item.rating_key for item in items] + unread_shows)
+            self._remember_shows({key: fetched[key] for key in unread_shows if key in fetched})
+            full = {
+                item.rating_key: fetched[item.rating_key]
+                for item in items
+                if item.rating_key in fetched
+            }
+            # The shows the items' own metadata names: the listed ones, read above or before,
+            # unless an episode moved (then its show is read now).
             shows = self._show_facts(
                 {e.attrib.get("grandparentRatingKey", "") for e in full.values()} - {""}
                 if any(item.type == "episode" for item in items)
@@ -652,15 +668,18 @@ class PlexClient:
 
     def _show_facts(self, show_keys: set[str]) -> dict[str, _ShowFacts]:
         """What episodes of these shows inherit, from the shows' metadata (cached by key)."""
-        missing = sorted(show_keys - self._shows.keys())
-        for key, show in self._full_metadata(missing).items():
+        self._remember_shows(self._full_metadata(sorted(show_keys - self._shows.keys())))
+        return {key: self._shows[key] for key in show_keys if key in self._shows}
+
+    def _remember_shows(self, shows: Mapping[str, Element]) -> None:
+        """Keep what episodes inherit from each show's metadata element, by its rating key."""
+        for key, show in shows.items():
             self._shows[key] = _ShowFacts(
                 studio=show.attrib.get("studio"),
                 network=show.attrib.get("network"),
                 genres=_tags(show, "Genre"),
                 content_rating=show.attrib.get("contentRating"),
             )
-        return {key: self._shows[key] for key in show_keys if key in self._shows}
 
     def _translate(self, node: FilterNode, section: LibrarySection) -> Translated:
         if isinstance(node, Group):

@@ -393,10 +393,11 @@ def test_requests_per_resolution_are_few(emulator) -> None:
     new_field = emulator.stats()
 
     # Connect (3), per library: vocabulary (2), genre choices (1), one search page; then one
-    # metadata batch for the items found (full tags and streams: listings are partial) and one
-    # for their shows: 13. Afterwards a resolution is one search per library and one batch.
-    assert cold["total"] <= 13
-    assert cold["by_kind"]["metadata"] == 2
+    # metadata batch for the items found (full tags and streams: listings are partial) and the
+    # shows their episodes' listings name, in the same request: 12. Afterwards a resolution is
+    # one search per library and one batch.
+    assert cold["total"] <= 12
+    assert cold["by_kind"]["metadata"] == 1
     assert warm == {
         "total": 3,
         "by_kind": {"search": 2, "metadata": 1},
@@ -437,7 +438,28 @@ def test_a_listed_pool_is_the_pool_read_from_its_searches_alone(emulator, client
     assert any(i.genres and i.summary and i.resolution for i in complete)
     emulator.reset_stats()
     assert client.complete(listed[:5]) == complete[:5]
-    assert emulator.stats()["by_kind"]["metadata"] <= 2  # the items, then shows not yet read
+    assert emulator.stats()["by_kind"]["metadata"] == 1
+
+
+def test_episodes_and_their_unread_shows_are_completed_in_one_request(emulator) -> None:
+    client = PlexClient(emulator.url, emulator.token)
+    definitions = [("INCLUDE", envelope(c("genre", "is", "Comedy")), None)]
+    listed = client.list_pool(definitions, sort="titleSort:asc")
+    episodes = [item for item in listed if item.type == "episode"][:40]
+    shows = {item.show_rating_key for item in episodes}
+    assert len(episodes) >= 10 and len(shows) >= 2  # shows this client has not read yet
+    emulator.reset_stats()
+
+    completed = client.complete(episodes)
+
+    assert emulator.stats()["by_kind"] == {"metadata": 1}
+    # What a second client reads by itself, item by item with its shows, is the same.
+    reference = PlexClient(emulator.url, emulator.token)
+    assert completed == [reference.complete([item])[0] for item in episodes]
+    assert all(item.studio or item.network or item.genres for item in completed)
+    emulator.reset_stats()
+    client.complete(episodes[:3])
+    assert emulator.stats()["by_kind"] == {"metadata": 1}  # the shows are remembered
 
 
 def test_an_item_gone_before_it_is_completed_is_what_its_listing_said(emulator, client) -> None:
