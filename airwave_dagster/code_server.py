@@ -29,13 +29,19 @@ from __future__ import annotations
 
 import argparse
 import logging
-import multiprocessing
 import os
 import sys
 import threading
 import time
 from collections.abc import Sequence
+from multiprocessing import forkserver, popen_forkserver
+from multiprocessing.connection import wait
+from multiprocessing.context import ForkServerContext, ForkServerProcess
 from typing import Any
+
+from airwave_dagster.durability.run_launcher import process_alive
+
+_LOST_FORKSERVER_POLL_SECONDS = 0.5
 
 DEFAULT_MODULE = "airwave_dagster.definitions"
 DEFAULT_ATTRIBUTE = "defs"
@@ -57,9 +63,50 @@ def run_worker_preload() -> list[str]:
     return [*preload_modules(llm_pool=True), *RUN_WORKER_EXTRA_PRELOAD]
 
 
+class _RunWorkerPopen(popen_forkserver.Popen):
+    """A forkserver child whose end is judged by its pid once the forkserver is gone.
+
+    Python learns a forkserver child's exit code from the forkserver; when the forkserver dies
+    (killed, or chosen by the out-of-memory killer) every child it forked reads as exited with
+    255 although it still runs. Dagster's code server would then report each in-flight run
+    FAILURE while its worker carries on. Here such a child counts as running while its pid
+    names a live process, and as ended (code unknown, 255) once it does not.
+    """
+
+    def poll(self, flag: int = os.WNOHANG) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        if not wait([self.sentinel], 0 if flag == os.WNOHANG else None):
+            return None
+        try:
+            self.returncode = forkserver.read_signed(self.sentinel)
+        except (OSError, EOFError):  # the forkserver died: its report of this exit is lost
+            while process_alive(self.pid):
+                if flag == os.WNOHANG:
+                    return None
+                time.sleep(_LOST_FORKSERVER_POLL_SECONDS)
+            self.returncode = 255
+        return self.returncode
+
+
+class _RunWorkerProcess(ForkServerProcess):
+    @staticmethod
+    def _Popen(process_obj: Any) -> _RunWorkerPopen:
+        return _RunWorkerPopen(process_obj)
+
+
+class _RunWorkerContext(ForkServerContext):
+    """The forkserver context, with children that outlive their forkserver (`_RunWorkerPopen`)."""
+
+    Process = _RunWorkerProcess
+
+
 def run_worker_context(preload: Sequence[str] | None = None) -> Any:
-    """The multiprocessing context run workers start from: a forkserver preloading `preload`."""
-    context = multiprocessing.get_context("forkserver")
+    """The multiprocessing context run workers start from: a forkserver preloading `preload`.
+
+    A forkserver that died is started again (with its preload) by the next run's start.
+    """
+    context = _RunWorkerContext()
     context.set_forkserver_preload(list(run_worker_preload() if preload is None else preload))
     return context
 

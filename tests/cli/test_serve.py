@@ -200,14 +200,27 @@ def test_serve_forks_run_workers_from_the_code_servers_preloaded_forkserver(
     assert parent == forkserver.pid
     assert psutil.Process(pid).cmdline() == forkserver.cmdline()  # forked, not exec'd
 
-    def finished() -> str | None:
-        status = slow_served.dev.graphql(RUN_STATUS, {"id": run_id})["runOrError"].get("status")
-        return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
+    # The forkserver dies mid-run (killed, or the out-of-memory killer's choice): the worker it
+    # forked runs on, and the code server does not take it for dead.
+    forkserver.kill()
+    assert psutil.Process(pid).is_running(), "the run ended before its forkserver was killed"
+    assert _finished(slow_served, run_id) == "SUCCESS"
 
-    assert wait_for(finished, 240, f"run {run_id} to finish", poll=1) == "SUCCESS"
-    # The same forkserver serves the next run: the location is not loaded again.
-    assert _forkserver_of(code_server) is not None
-    assert _forkserver_of(code_server).pid == forkserver.pid  # type: ignore[union-attr]
+    # The next run's start brings a forkserver up again, preloaded as before.
+    second = slow_served.dev.launch_import(lineups.genre_lineup(1))
+    wait_for(lambda: _worker_pid(slow_served, second), 180, "the second run's worker")
+    replacement = _forkserver_of(code_server)
+    assert replacement is not None and replacement.pid != forkserver.pid
+    assert "airwave_dagster.definitions" in " ".join(replacement.cmdline())
+    assert _finished(slow_served, second) == "SUCCESS"
+
+
+def _finished(served: Served, run_id: str) -> str:
+    def status() -> str | None:
+        value = served.dev.graphql(RUN_STATUS, {"id": run_id})["runOrError"].get("status")
+        return value if value in ("SUCCESS", "FAILURE", "CANCELED") else None
+
+    return str(wait_for(status, 240, f"run {run_id} to finish", poll=1))
 
 
 def test_serve_refuses_a_remote_bind_without_allow_remote() -> None:
