@@ -2,7 +2,9 @@
 
 `airwave dev` runs Dagster's development server (what `dg dev` runs). `serve` runs
 the three processes a real deployment runs, each on its own: the code server
-(`dagster code-server start`, the only process that imports this project's code), the webserver
+(`airwave_dagster.code_server`: Dagster's gRPC code server, its run workers forked from a
+forkserver that preloaded the code location; the only process that imports this project's
+code), the webserver
 and the daemon, both reading the code location over gRPC. Each is restarted when it dies, with a
 backoff that grows to 30 s and resets once the process stayed up for a minute; each logs to
 `<home>/logs/<name>.log`. SIGTERM or Ctrl-C stops all three. One line starting `ready:` is

@@ -182,10 +182,12 @@ def test_cancel_running_finished_and_canceled_runs(
 ) -> None:
     run_id = fresh.launch_import(lineups.genre_lineup(8))
     _until_builds_start(fresh, run_id)
-    # Builds now wait 2 s per Plex request, so the run is still going when the cancel lands,
-    # however long the CLI takes to start on a loaded machine (it finished first otherwise).
+    # Builds now wait 5 s per Plex request, so the run is still going when the cancel lands,
+    # however long the CLI takes to start on a loaded machine (it finished first otherwise, at
+    # load 7-10 with 2 s): the four builds of the second wave each need their listing and one
+    # metadata request (the shows come with the items), 10 s at least.
     latency = slow_plex.options.latency_ms
-    slow_plex.configure(latency_ms=2000)
+    slow_plex.configure(latency_ms=5000)
     try:
         canceled = fresh.airwave("runs", "cancel", run_id, "--reason", "wrong lineup", "--json")
     finally:
@@ -228,10 +230,11 @@ def test_resume_cancel_running_finishes_a_run_still_in_progress_in_one_command(
     lineup = lineups.genre_lineup(6, first_number=940)
     run_id = fresh.launch_import(lineup)
     _until_builds_start(fresh, run_id)
-    # Builds wait 2 s per Plex request until the cancel lands, so the run is still in progress
-    # when the command reaches it; the resume then builds at the usual latency.
+    # Builds wait 5 s per Plex request until the cancel lands, so the run is still in progress
+    # when the command reaches it (the builds of the second wave need two requests each, 10 s);
+    # the resume then builds at the usual latency.
     latency = slow_plex.options.latency_ms
-    slow_plex.configure(latency_ms=2000)
+    slow_plex.configure(latency_ms=5000)
     canceled = threading.Event()
 
     def restore_once_canceled() -> None:
