@@ -16,12 +16,11 @@ from typing import Any
 import psutil
 import pytest
 
-from airwave_dagster import settings
-from airwave_dagster.cli import environment, serve, webserver
+from airwave_dagster.cli import serve, webserver
 from tests.support import lineups
 from tests.support.dagster_dev import wait_for
 from tests.support.schemas import fresh_schema
-from tests.support.served import AIRWAVE, Served, serving_airwave
+from tests.support.served import AIRWAVE, Served, serve_env, serving_airwave
 
 pytestmark = [pytest.mark.postgres, pytest.mark.plex, pytest.mark.integration, pytest.mark.slow]
 
@@ -53,17 +52,8 @@ SERVE_SCHEMA = "dagster_serve"
 
 @pytest.fixture
 def served(clean_db: str, plex: Any, tmp_path: Path) -> Iterator[Served]:
-    # Its own Dagster storage: the suite's shared `airwave dev` runs a daemon too, and two
-    # daemons on one instance dequeue each other's runs.
     fresh_schema(clean_db, SERVE_SCHEMA)
-    env = {
-        **os.environ,
-        "AIRWAVE_HOME": str(tmp_path / "home"),
-        settings.DATABASE_URL_ENV: clean_db,
-        settings.DAGSTER_PG_URL_ENV: environment.with_search_path(clean_db, SERVE_SCHEMA),
-        settings.PLEX_URL_ENV: plex.url,
-        settings.PLEX_TOKEN_ENV: plex.token,
-    }
+    env = serve_env(clean_db, SERVE_SCHEMA, plex, tmp_path / "home")
     with serving_airwave(env, tmp_path) as running:
         yield running
 
@@ -167,14 +157,7 @@ def plex_150ms() -> Iterator[Any]:
 @pytest.fixture
 def slow_served(clean_db: str, plex_150ms: Any, tmp_path: Path) -> Iterator[Served]:
     fresh_schema(clean_db, SERVE_SCHEMA)
-    env = {
-        **os.environ,
-        "AIRWAVE_HOME": str(tmp_path / "home"),
-        settings.DATABASE_URL_ENV: clean_db,
-        settings.DAGSTER_PG_URL_ENV: environment.with_search_path(clean_db, SERVE_SCHEMA),
-        settings.PLEX_URL_ENV: plex_150ms.url,
-        settings.PLEX_TOKEN_ENV: plex_150ms.token,
-    }
+    env = serve_env(clean_db, SERVE_SCHEMA, plex_150ms, tmp_path / "home")
     with serving_airwave(env, tmp_path) as running:
         yield running
 

@@ -10,7 +10,6 @@ bypasses the proxy, or the UI, gets.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import urllib.error
@@ -24,7 +23,6 @@ import pytest
 import sqlalchemy as sa
 
 from airwave_dagster import settings
-from airwave_dagster.cli import environment
 from airwave_dagster.permissions import PRINCIPAL_HEADER
 from airwave_dagster.run_tags import AWAITING_APPROVAL, STARTED_BY_TAG, STATUS_TAG
 from resources.stores.approvals import ApprovalStore, Interrupt
@@ -33,7 +31,7 @@ from tests.support.browser import CHROMIUM_ARGS, COMMUNITY_DIALOG, _chromium
 from tests.support.dagster_dev import LAUNCH, wait_for
 from tests.support.proxy import PROXY_ADDRESS, Proxy, nginx
 from tests.support.schemas import empty_project_tables, fresh_schema
-from tests.support.served import serving_airwave
+from tests.support.served import serve_env, serving_airwave
 
 pytestmark = [
     pytest.mark.postgres,
@@ -153,16 +151,16 @@ def stack(
     empty_project_tables(database_url)
     fresh_schema(database_url, SCHEMA)
     (root / "permissions.yaml").write_text(PERMISSIONS)
-    env = {
-        **os.environ,
-        "AIRWAVE_HOME": str(root / "home"),
-        settings.DATABASE_URL_ENV: database_url,
-        settings.DAGSTER_PG_URL_ENV: environment.with_search_path(database_url, SCHEMA),
-        settings.PLEX_URL_ENV: plex_emulator.url,
-        settings.PLEX_TOKEN_ENV: plex_emulator.token,
-        settings.TRUSTED_PROXIES_ENV: PROXY_ADDRESS,
-        settings.PERMISSIONS_ENV: str(root / "permissions.yaml"),
-    }
+    env = serve_env(
+        database_url,
+        SCHEMA,
+        plex_emulator,
+        root / "home",
+        **{
+            settings.TRUSTED_PROXIES_ENV: PROXY_ADDRESS,
+            settings.PERMISSIONS_ENV: str(root / "permissions.yaml"),
+        },
+    )
     env.pop("DAGSTER_HOME", None)
     with serving_airwave(env, root) as served:
         served.wait_ready(400)

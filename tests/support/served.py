@@ -10,10 +10,12 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psutil
 
-from airwave_dagster.cli import serve
+from airwave_dagster import settings
+from airwave_dagster.cli import environment, serve
 from tests.support.dagster_dev import Dev, wait_for
 from tests.support.ports import free_port
 
@@ -79,6 +81,25 @@ class Served:
             child.kill()
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
+
+
+def serve_env(
+    database_url: str, schema: str, plex: Any, home: Path, **extra: str
+) -> dict[str, str]:
+    """This process's environment for an `airwave serve` of `home` on `database_url` and `plex`.
+
+    Dagster's storage goes to `schema` of the database: the suite's shared `airwave dev` runs a
+    daemon too, and two daemons on one instance dequeue each other's runs.
+    """
+    return {
+        **os.environ,
+        "AIRWAVE_HOME": str(home),
+        settings.DATABASE_URL_ENV: database_url,
+        settings.DAGSTER_PG_URL_ENV: environment.with_search_path(database_url, schema),
+        settings.PLEX_URL_ENV: plex.url,
+        settings.PLEX_TOKEN_ENV: plex.token,
+        **extra,
+    }
 
 
 @contextmanager
