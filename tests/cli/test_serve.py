@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +51,18 @@ def plex() -> Iterator[Any]:
 SERVE_SCHEMA = "dagster_serve"
 
 
+@contextmanager
+def _serving(database_url: str, plex: Any, tmp_path: Path) -> Iterator[Served]:
+    """`airwave serve` on a fresh Dagster schema of `database_url`, against `plex`."""
+    fresh_schema(database_url, SERVE_SCHEMA)
+    env = serve_env(database_url, SERVE_SCHEMA, plex, tmp_path / "home")
+    with serving_airwave(env, tmp_path) as running:
+        yield running
+
+
 @pytest.fixture
 def served(clean_db: str, plex: Any, tmp_path: Path) -> Iterator[Served]:
-    fresh_schema(clean_db, SERVE_SCHEMA)
-    env = serve_env(clean_db, SERVE_SCHEMA, plex, tmp_path / "home")
-    with serving_airwave(env, tmp_path) as running:
+    with _serving(clean_db, plex, tmp_path) as running:
         yield running
 
 
@@ -156,9 +164,7 @@ def plex_150ms() -> Iterator[Any]:
 
 @pytest.fixture
 def slow_served(clean_db: str, plex_150ms: Any, tmp_path: Path) -> Iterator[Served]:
-    fresh_schema(clean_db, SERVE_SCHEMA)
-    env = serve_env(clean_db, SERVE_SCHEMA, plex_150ms, tmp_path / "home")
-    with serving_airwave(env, tmp_path) as running:
+    with _serving(clean_db, plex_150ms, tmp_path) as running:
         yield running
 
 
