@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,18 +50,11 @@ def plex() -> Iterator[Any]:
 SERVE_SCHEMA = "dagster_serve"
 
 
-@contextmanager
-def _serving(database_url: str, plex: Any, tmp_path: Path) -> Iterator[Served]:
-    """`airwave serve` on a fresh Dagster schema of `database_url`, against `plex`."""
-    fresh_schema(database_url, SERVE_SCHEMA)
-    env = serve_env(database_url, SERVE_SCHEMA, plex, tmp_path / "home")
-    with serving_airwave(env, tmp_path) as running:
-        yield running
-
-
 @pytest.fixture
 def served(clean_db: str, plex: Any, tmp_path: Path) -> Iterator[Served]:
-    with _serving(clean_db, plex, tmp_path) as running:
+    fresh_schema(clean_db, SERVE_SCHEMA)
+    env = serve_env(clean_db, SERVE_SCHEMA, plex, tmp_path / "home")
+    with serving_airwave(env, tmp_path) as running:
         yield running
 
 
@@ -153,34 +145,21 @@ def _worker_pid(served: Served, run_id: str) -> int | None:
     return None
 
 
-@pytest.fixture
-def plex_150ms() -> Iterator[Any]:
-    from airwave_dagster.emulators.plex import start_emulator
-
-    # 150 ms a request: a 2-channel import's run lasts seconds, long enough to see its worker.
-    with start_emulator(items=400, seed=11, latency_ms=150) as handle:
-        yield handle
-
-
-@pytest.fixture
-def slow_served(clean_db: str, plex_150ms: Any, tmp_path: Path) -> Iterator[Served]:
-    with _serving(clean_db, plex_150ms, tmp_path) as running:
-        yield running
-
-
 @pytest.mark.timeout(600)
 def test_serve_forks_run_workers_from_the_code_servers_preloaded_forkserver(
-    slow_served: Served,
+    served: Served, plex: Any
 ) -> None:
-    slow_served.wait_ready(300)
-    code_server = slow_served.role_process("code-server")
+    # 150 ms a request: a 2-channel import's run lasts seconds, long enough to see its worker.
+    plex.configure(latency_ms=150)
+    served.wait_ready(300)
+    code_server = served.role_process("code-server")
     assert code_server is not None
     # Started in advance, before any run asks for a worker, with the code location to preload.
     forkserver = wait_for(lambda: _forkserver_of(code_server), 60, "the code server's forkserver")
     assert "airwave_dagster.definitions" in " ".join(forkserver.cmdline())
 
-    run_id = slow_served.dev.launch_import(lineups.genre_lineup(2))
-    pid = wait_for(lambda: _worker_pid(slow_served, run_id), 120, "the run worker's pid")
+    run_id = served.dev.launch_import(lineups.genre_lineup(2))
+    pid = wait_for(lambda: _worker_pid(served, run_id), 120, "the run worker's pid")
     # The worker is the forkserver's child, not a fresh interpreter the code server spawned.
     try:
         parent = psutil.Process(pid).ppid()
@@ -193,15 +172,15 @@ def test_serve_forks_run_workers_from_the_code_servers_preloaded_forkserver(
     # forked runs on, and the code server does not take it for dead.
     forkserver.kill()
     assert psutil.Process(pid).is_running(), "the run ended before its forkserver was killed"
-    assert _finished(slow_served, run_id) == "SUCCESS"
+    assert _finished(served, run_id) == "SUCCESS"
 
     # The next run's start brings a forkserver up again, preloaded as before.
-    second = slow_served.dev.launch_import(lineups.genre_lineup(1))
-    wait_for(lambda: _worker_pid(slow_served, second), 180, "the second run's worker")
+    second = served.dev.launch_import(lineups.genre_lineup(1))
+    wait_for(lambda: _worker_pid(served, second), 180, "the second run's worker")
     replacement = _forkserver_of(code_server)
     assert replacement is not None and replacement.pid != forkserver.pid
     assert "airwave_dagster.definitions" in " ".join(replacement.cmdline())
-    assert _finished(slow_served, second) == "SUCCESS"
+    assert _finished(served, second) == "SUCCESS"
 
 
 def _finished(served: Served, run_id: str) -> str:
