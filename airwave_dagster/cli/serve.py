@@ -3,10 +3,10 @@
 `airwave dev` runs Dagster's development server (what `dg dev` runs). `serve` runs
 the three processes a real deployment runs, each on its own: the code server
 (`airwave_dagster.code_server`: Dagster's gRPC code server, its run workers forked from a
-forkserver that preloaded the code location; the only process that imports this project's
-code), the webserver
-and the daemon, both reading the code location over gRPC. Each is restarted when it dies, with a
-backoff that grows to 30 s and resets once the process stayed up for a minute; each logs to
+forkserver that preloaded the code location; the only process that loads the code location), the
+webserver and the daemon (`airwave_dagster.daemon`: Dagster's daemons, its run queue woken by
+each queued run), both reading the code location over gRPC. Each is restarted when it dies, with
+a backoff that grows to 30 s and resets once the process stayed up for a minute; each logs to
 `<home>/logs/<name>.log`. SIGTERM or Ctrl-C stops all three. One line starting `ready:` is
 printed on stdout once all three answer, so scripts and tests can wait for it; from then on the
 home's commands (`airwave import`, `lineup`, `runs resume`, ...) submit their runs here over
@@ -47,6 +47,8 @@ CODE_SERVER_MODULE = "airwave_dagster.code_server"
 """Dagster's gRPC code server whose run workers fork from a warm forkserver."""
 WEBSERVER_MODULE = "airwave_dagster.webapp.server"
 """Dagster's webserver app behind the identity middleware (docs/security.md)."""
+DAEMON_MODULE = "airwave_dagster.daemon"
+"""Dagster's daemons, the run queue's woken by each queued run instead of only polling."""
 ROLES = ("code-server", "webserver", "daemon")
 _BACKOFF_FIRST_SECONDS = 0.5
 _BACKOFF_MAX_SECONDS = 30.0
@@ -213,7 +215,6 @@ def build_services(
     home: Path,
 ) -> list[Service]:
     """The supervised processes for `roles`, in start order."""
-    bin_dir = Path(sys.executable).parent
     serve_dir = home / "serve"
     logs = home / "logs"
     serve_dir.mkdir(parents=True, exist_ok=True)
@@ -243,7 +244,7 @@ def build_services(
             "-p",
             str(port),
         ],
-        "daemon": [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace)],
+        "daemon": [sys.executable, "-m", DAEMON_MODULE, "-w", str(workspace)],
     }
     return [Service(role, commands[role], logs / f"{role}.log") for role in roles]
 

@@ -12,6 +12,9 @@ same check runs. A refused run is marked failed with the reason and never starts
 
 A first run that arrives without a trace context (the Launchpad, GraphQL, a schedule) gets one
 here (`trace_submission`), so every run carries the trace of the call that started it.
+
+A run once queued wakes the daemon of `airwave serve` (`durability/wakeups.py`), which takes it
+at once instead of at its next look.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dagster._core.run_coordinator import QueuedRunCoordinator, SubmitRunContext
 
 from airwave_dagster import tracing
 from airwave_dagster.durability.versions import CodeVersionChanged, refuse_if_changed
+from airwave_dagster.durability.wakeups import wake_queue
 from airwave_dagster.permissions import (
     PermissionDenied,
     PermissionsError,
@@ -103,4 +107,7 @@ class AirwaveRunCoordinator(QueuedRunCoordinator):
         authorize_submission(self._instance, context)
         guard_submission(self._instance, context.dagster_run)
         trace_submission(self._instance, context)
-        return super().submit_run(context)
+        run = super().submit_run(context)
+        if run.status == dg.DagsterRunStatus.QUEUED:
+            wake_queue(self._instance)
+        return run

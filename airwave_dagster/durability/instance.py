@@ -28,6 +28,7 @@ from dagster_postgres.utils import DagsterPostgresException
 
 from airwave_dagster.durability.resume import RESUMABLE, create_resume_run
 from airwave_dagster.durability.versions import refuse_if_changed
+from airwave_dagster.durability.wakeups import wake_queue
 from airwave_dagster.suspension import instead_of_failure
 
 if TYPE_CHECKING:
@@ -67,6 +68,16 @@ DATABASE_UNREACHABLE: tuple[type[BaseException], ...] = (
 """What storing an event raises while Postgres is down or restarting."""
 
 _LOG = logging.getLogger(__name__)
+
+
+RUN_ENDS = frozenset(
+    {
+        dg.DagsterEventType.RUN_SUCCESS,
+        dg.DagsterEventType.RUN_FAILURE,
+        dg.DagsterEventType.RUN_CANCELED,
+    }
+)
+"""The events after which a run no longer holds one of the queue's `max_concurrent_runs`."""
 
 
 def is_terminal_evidence(event: EventLogEntry) -> bool:
@@ -143,7 +154,9 @@ class AirwaveInstance(dg.DagsterInstance):
         """Store the event; a run failure is first checked for a gate's stop (suspension.py).
 
         The events that say why a run ended (`is_terminal_evidence`) wait out a database outage
-        instead of being lost with it (`TERMINAL_EVENT_PATIENCE_SECONDS`).
+        instead of being lost with it (`TERMINAL_EVENT_PATIENCE_SECONDS`). Once a run's end is
+        stored, the run queue's daemon is woken: a queued run may have waited for its slot
+        (durability/wakeups.py).
         """
 
         def store() -> None:
@@ -152,6 +165,8 @@ class AirwaveInstance(dg.DagsterInstance):
             if stored.dagster_event is not None and stored.dagster_event.event_type == failure:
                 stored = instead_of_failure(stored, self.get_run_by_id(stored.run_id))
             super(AirwaveInstance, self).handle_new_event(stored, batch_metadata=batch_metadata)
+            if stored.dagster_event is not None and stored.dagster_event.event_type in RUN_ENDS:
+                wake_queue(self)
 
         if not is_terminal_evidence(event):
             store()

@@ -70,6 +70,9 @@ def test_serve_restarts_a_dead_code_server_and_stops_everything_on_sigterm(
     # Every log named in the module docstring exists under the home.
     for role in serve.ROLES:
         assert (served.dev.home / "logs" / f"{role}.log").exists()
+    # The daemon is the project's: its run queue listens for runs to take (docs/deploy.md).
+    daemon_log = served.dev.home / "logs" / "daemon.log"
+    wait_for(lambda: "wake-ups on: listening" in daemon_log.read_text(), 60, "the daemon to listen")
 
     # Ready, it announces itself: the CLI submits over its GraphQL API, starting no code server
     # of its own, and the run its daemon dequeues succeeds.

@@ -62,7 +62,11 @@ class Served:
 
     def role_process(self, role: str) -> psutil.Process | None:
         """The direct child running `role` (its argv names the Dagster entry point)."""
-        modules = {"code-server": serve.CODE_SERVER_MODULE, "webserver": serve.WEBSERVER_MODULE}
+        modules = {
+            "code-server": serve.CODE_SERVER_MODULE,
+            "webserver": serve.WEBSERVER_MODULE,
+            "daemon": serve.DAEMON_MODULE,
+        }
         marker = modules.get(role, role)
         for child in psutil.Process(self.process.pid).children():
             try:
