@@ -23,121 +23,24 @@ from __future__ import annotations
 
 import argparse
 import logging
-import select
 import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import sqlalchemy as sa
 from dagster._daemon.daemon import DaemonIterator, SpanMarker
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
     QueuedRunCoordinatorDaemon,
 )
 from dagster._utils.error import serializable_error_info_from_exc_info
 
-from airwave_dagster.durability.wakeups import QUEUE_CHANNEL
+from airwave_dagster.durability.wakeups import QueueListener
 
 LOG = logging.getLogger("dagster.daemon.airwave")
 
 WAIT_STEP_SECONDS = 0.5
 """Longest wait between yields to the controller (Dagster's own step: heartbeats, shutdown)."""
-RECONNECT_SECONDS = 5.0
-"""Least time between attempts to open the listening connection after it failed."""
-
-
-class QueueListener:
-    """A connection that `LISTEN`s on `QUEUE_CHANNEL`, reopened when it is lost.
-
-    Opened lazily; while it cannot be opened (Postgres down), `wait` only waits, and another
-    attempt is made every `RECONNECT_SECONDS`.
-    """
-
-    def __init__(self, postgres_url: str) -> None:
-        # psycopg2 whatever the URL names: its `poll` and `notifies` are what `wait` reads.
-        url = sa.engine.make_url(postgres_url).set(drivername="postgresql+psycopg2")
-        self._engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-        self._connection: Any = None  # the driver's (psycopg2) connection
-        self._handle: Any = None  # SQLAlchemy's proxy, closed with it
-        self._next_attempt = 0.0
-        self._paused = False
-        self._listened = False
-
-    def _listening(self) -> Any:
-        if self._connection is not None:
-            return self._connection
-        now = time.monotonic()
-        if now < self._next_attempt:
-            return None
-        self._next_attempt = now + RECONNECT_SECONDS
-        try:
-            handle = self._engine.raw_connection()
-            connection: Any = handle.driver_connection
-            connection.autocommit = True
-            with connection.cursor() as cursor:
-                cursor.execute(f"LISTEN {QUEUE_CHANNEL}")
-        except Exception as error:  # any failure to connect: wake on the interval meanwhile
-            if not self._paused:
-                LOG.warning(
-                    "Run queue wake-ups paused (queued runs are taken every interval), cannot "
-                    "listen: %s",
-                    _first_line(error),
-                )
-            self._paused = True
-            return None
-        if self._paused or not self._listened:
-            LOG.info("Run queue wake-ups on: listening on %s", QUEUE_CHANNEL)
-        self._paused = False
-        self._listened = True
-        self._handle, self._connection = handle, connection
-        return connection
-
-    @property
-    def backend_pid(self) -> int | None:
-        """The listening connection's server process, while there is one."""
-        return None if self._connection is None else int(self._connection.get_backend_pid())
-
-    def wait(self, timeout: float, shutdown: threading.Event) -> bool:
-        """Wait up to `timeout` s; True when a run was announced (or the connection has news)."""
-        connection = self._listening()
-        if connection is None:
-            shutdown.wait(timeout)
-            return False
-        try:
-            readable, _, _ = select.select([connection], [], [], timeout)
-            if not readable:
-                return False
-            connection.poll()
-            announced = bool(connection.notifies)
-            connection.notifies.clear()
-            return announced
-        except Exception as error:  # the connection is gone: look now, listen again later
-            LOG.warning(
-                "Run queue wake-ups paused (queued runs are taken every interval): %s",
-                _first_line(error),
-            )
-            self._paused = True
-            self.close()
-            return True
-
-    def close(self) -> None:
-        """Close the connection (a later `wait` reopens it)."""
-        handle, self._handle, self._connection = self._handle, None, None
-        if handle is not None:
-            try:
-                handle.close()
-            except Exception:  # already broken: nothing to release
-                pass
-
-    def dispose(self) -> None:
-        self.close()
-        self._engine.dispose()
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 class WakingQueueDaemon(QueuedRunCoordinatorDaemon):
@@ -152,7 +55,7 @@ class WakingQueueDaemon(QueuedRunCoordinatorDaemon):
     def core_loop(
         self, workspace_process_context: Any, shutdown_event: threading.Event
     ) -> DaemonIterator:
-        listener = self.listener = QueueListener(self._postgres_url)
+        listener = self.listener = QueueListener(self._postgres_url, log=LOG)
         try:
             while True:
                 began = time.monotonic()

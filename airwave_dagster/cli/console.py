@@ -297,19 +297,23 @@ def wait_showing_progress(
     the numbers change. Never on stdout, which belongs to the report (and to `--json`). A queued
     run that nothing takes is launched through `target` (`Target.take_if_unserved`).
     """
+    from airwave_dagster.durability import wakeups
+
     started = time.monotonic()
     watch = _watch(instance, run_id, target)
-    if stderr.is_terminal:
-        _live_progress(watch, progress, started)
-        return
-    last: tuple[bool, Snapshot] | None = None
-    while (queued := _queued_or_finished(watch)) is not None:
-        now = (queued, patiently(progress, waiting_for=f"run {run_id}"))
-        if now != last:
-            line = "queued" if queued else now[1].line(time.monotonic() - started)
-            stderr.print(f"  {line}", highlight=False)
-            last = now
-        time.sleep(0.5)
+    # Polled every 0.5 s, and at once when a run ends (durability/wakeups.py).
+    with wakeups.pauses(instance) as pause:
+        if stderr.is_terminal:
+            _live_progress(watch, progress, started, pause)
+            return
+        last: tuple[bool, Snapshot] | None = None
+        while (queued := _queued_or_finished(watch)) is not None:
+            now = (queued, patiently(progress, waiting_for=f"run {run_id}"))
+            if now != last:
+                line = "queued" if queued else now[1].line(time.monotonic() - started)
+                stderr.print(f"  {line}", highlight=False)
+                last = now
+            pause(0.5)
 
 
 def _watch(instance: Any, run_id: str, target: starts.Target | None) -> launcher.RunWatch:
@@ -330,7 +334,12 @@ def _queued_or_finished(watch: launcher.RunWatch) -> bool | None:
     return bool(current.status.value in ("QUEUED", "NOT_STARTED"))
 
 
-def _live_progress(watch: launcher.RunWatch, progress: Progress, started: float) -> None:
+def _live_progress(
+    watch: launcher.RunWatch,
+    progress: Progress,
+    started: float,
+    pause: Callable[[float], None],
+) -> None:
     from rich.progress import (
         BarColumn,
         Progress,
@@ -363,7 +372,7 @@ def _live_progress(watch: launcher.RunWatch, progress: Progress, started: float)
                 total=now.total,
                 counts=counts,
             )
-            time.sleep(0.5)
+            pause(0.5)
         display.update(task, description="finished")
 
 

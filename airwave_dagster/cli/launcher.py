@@ -26,6 +26,7 @@ from dagster._core.workspace.load_target import WorkspaceFileTarget
 from airwave_dagster.cli.environment import airwave_home, open_project_stores, workspace_file
 from airwave_dagster.cli.outages import patiently
 from airwave_dagster.cli.starts import WILL_RETRY_TAG, ConfigInvalid, LaunchRefused, RunInfo
+from airwave_dagster.durability import wakeups
 from airwave_dagster.run_tags import CANCEL_REASON_TAG, IDEMPOTENCY_TAG
 from airwave_dagster.suspension import has_stopped
 
@@ -247,13 +248,14 @@ def wait_for_run(
 ) -> dg.DagsterRun:
     """Block until the run finished or is SUSPENDED at an approval gate; return it (`RunWatch`)."""
     watch = RunWatch(instance, run_id, take_if_unserved)
-    while True:
-        run = watch.run()
-        if run is None:
-            raise LookupError(f"run {run_id} not found")
-        if has_stopped(run):
-            return run
-        time.sleep(poll_seconds)
+    with wakeups.pauses(instance) as pause:  # a run's end is looked at when it happens
+        while True:
+            run = watch.run()
+            if run is None:
+                raise LookupError(f"run {run_id} not found")
+            if has_stopped(run):
+                return run
+            pause(poll_seconds)
 
 
 def _root_cause(error: Any) -> str:

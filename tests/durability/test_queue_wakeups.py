@@ -19,8 +19,10 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from airwave_dagster.daemon import QueueListener, WakingQueueDaemon
+from airwave_dagster.daemon import WakingQueueDaemon
+from airwave_dagster.durability import wakeups
 from airwave_dagster.durability.instance import AirwaveInstance
+from airwave_dagster.durability.wakeups import QueueListener
 from tests.support.coordinator import stand_in, submit
 from tests.support.dagster_dev import wait_for
 from tests.support.instances import instance_on
@@ -196,3 +198,18 @@ def test_a_run_that_ends_wakes_the_queue_for_the_runs_waiting_for_its_slot(
             assert wait_for(lambda: listener.wait(0.5, never), PROMPT_SECONDS, "the wake-up")
         finally:
             listener.dispose()
+
+
+def test_a_command_waiting_for_a_run_is_woken_by_a_notice(
+    queue_instance: dg.DagsterInstance,
+) -> None:
+    """`wakeups.pauses`, what `airwave import --wait` and `runs … --wait` sleep with."""
+    with wakeups.pauses(queue_instance) as pause:
+        pause(0.1)  # opens the connection and listens
+        notifier = threading.Timer(0.5, wakeups.wake_queue, args=(queue_instance,))
+        notifier.start()
+        began = time.monotonic()
+        pause(INTERVAL_SECONDS)
+        waited = time.monotonic() - began
+        notifier.join()
+    assert waited < INTERVAL_SECONDS / 2, f"the pause ran {waited:.1f} s: no notice ended it"
