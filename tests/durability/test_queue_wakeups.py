@@ -21,11 +21,10 @@ import sqlalchemy as sa
 
 from airwave_dagster.daemon import WakingQueueDaemon
 from airwave_dagster.durability import wakeups
-from airwave_dagster.durability.instance import AirwaveInstance
 from airwave_dagster.durability.wakeups import QueueListener
 from tests.support.coordinator import stand_in, submit
 from tests.support.dagster_dev import wait_for
-from tests.support.instances import instance_on
+from tests.support.instances import airwave_instance_on
 from tests.support.schemas import fresh_schema
 
 pytestmark = [pytest.mark.postgres]
@@ -178,14 +177,7 @@ def test_while_postgres_cannot_be_reached_the_daemon_waits_on_its_interval() -> 
 def test_a_run_that_ends_wakes_the_queue_for_the_runs_waiting_for_its_slot(
     database_url: str,
 ) -> None:
-    with instance_on(
-        fresh_schema(database_url, "dagster_queue_wakeups"),
-        instance_class={
-            "module": "airwave_dagster.durability.instance",
-            "class": "AirwaveInstance",
-        },
-    ) as instance:
-        assert isinstance(instance, AirwaveInstance)
+    with airwave_instance_on(fresh_schema(database_url, "dagster_queue_wakeups")) as instance:
         listener = QueueListener(_postgres_url(instance))
         never = threading.Event()
         try:

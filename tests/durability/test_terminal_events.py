@@ -19,7 +19,7 @@ from dagster._utils.error import SerializableErrorInfo
 
 from airwave_dagster.durability import instance as airwave_instance
 from airwave_dagster.durability.instance import AirwaveInstance, is_terminal_evidence
-from tests.support.instances import instance_on
+from tests.support.instances import airwave_instance_on
 from tests.support.schemas import fresh_schema
 
 pytestmark = pytest.mark.postgres
@@ -40,14 +40,7 @@ def probe_job() -> None:
 @pytest.fixture
 def airwave(database_url: str) -> Iterator[AirwaveInstance]:
     """The project's instance class on a schema of its own."""
-    with instance_on(
-        fresh_schema(database_url, "dagster_terminal_events"),
-        instance_class={
-            "module": "airwave_dagster.durability.instance",
-            "class": "AirwaveInstance",
-        },
-    ) as instance:
-        assert isinstance(instance, AirwaveInstance)
+    with airwave_instance_on(fresh_schema(database_url, "dagster_terminal_events")) as instance:
         yield instance
 
 
