@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -158,11 +159,20 @@ def _run_figures(run_id: str, db_url: str) -> dict[str, Any]:
     }
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmarks and write BENCHMARKS.md (`--only SECTION`: that section alone).
 
     `--baseline REF` names the revision the fan-out section measures as "before".
     """
+    # Stopped by SIGTERM (`kill`, `timeout`), the bench still runs its `finally` blocks: the
+    # servers it started run in sessions of their own and would otherwise outlive it, taking the
+    # runs of the next bench on the same databases (seen: a killed starts bench's `airwave serve`
+    # kept dequeuing the next one's runs).
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     args = list(sys.argv[1:] if argv is None else argv)
     baseline = BASELINE_REF
     if args[-2:-1] == ["--baseline"]:
